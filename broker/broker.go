@@ -1,0 +1,86 @@
+// Package broker owns the Queue and Bus seams: the job envelope that carries a
+// tool call to a worker, the delivery vocabulary (ack, retry, terminate,
+// extend), and the topics on which the front end and workers signal each
+// other. It imports only the standard library; implementations live in
+// sub-packages and all pass the contract suite in brokertest.
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Job is one tool call to run. TaskID is the dedupe key: publishing the same
+// TaskID twice within the queue's dedupe window enqueues it once.
+type Job struct {
+	TaskID    string          `json:"taskId"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Owner     string          `json:"owner,omitempty"`
+	// Meta carries request context (trace parent, progress token).
+	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+}
+
+// Queue is the durable job queue.
+type Queue interface {
+	// Enqueue returns once the job is durably accepted by the broker.
+	Enqueue(ctx context.Context, job *Job) error
+	// Consumer returns a handle from which a worker pulls jobs.
+	Consumer(ctx context.Context, opts ConsumerOptions) (Consumer, error)
+}
+
+// ConsumerOptions tunes a worker's subscription. Zero values are defaults.
+type ConsumerOptions struct {
+	// Lease is how long a delivery stays with one worker without Extend before
+	// the broker hands it to another. Default 30s.
+	Lease time.Duration
+	// MaxDeliveries bounds how often a job is handed out. Default 5.
+	MaxDeliveries int
+}
+
+// Consumer hands out one job per call to Next: one per free worker slot.
+type Consumer interface {
+	// Next blocks until a job is available or ctx ends.
+	Next(ctx context.Context) (Delivery, error)
+}
+
+// Delivery is one hand-out of a job to a worker.
+type Delivery interface {
+	Job() *Job
+	// Attempt counts deliveries of this job, starting at 1.
+	Attempt() int
+	// Ack removes the job: it is done, whatever the outcome.
+	Ack(ctx context.Context) error
+	// Retry returns the job to the queue to be delivered again after delay.
+	Retry(ctx context.Context, delay time.Duration) error
+	// Term removes the job without running it again.
+	Term(ctx context.Context, reason string) error
+	// Extend renews the lease.
+	Extend(ctx context.Context) error
+}
+
+// Topic names a bus channel.
+type Topic string
+
+const (
+	TopicCancel   Topic = "cancel"   // a task was cancelled: every worker hears it
+	TopicProgress Topic = "progress" // a handler reported progress
+	TopicInput    Topic = "input"    // input responses for the worker holding a task
+)
+
+// Bus carries signals keyed by task id. Delivery is best effort: anything that
+// must not be lost is also written to the task record first.
+type Bus interface {
+	Publish(ctx context.Context, topic Topic, taskID string, data []byte) error
+	// Subscribe calls fn for every message on topic for taskID, or for every
+	// task when taskID is "". It returns once the subscription is live.
+	Subscribe(ctx context.Context, topic Topic, taskID string, fn func(taskID string, data []byte)) (Subscription, error)
+}
+
+// Subscription ends with Close.
+type Subscription interface{ Close() error }
+
+// ErrClosed is returned by Next once the consumer can deliver no more.
+var ErrClosed = errors.New("broker: closed")

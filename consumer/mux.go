@@ -1,0 +1,152 @@
+// Package consumer is the worker library: a Mux of typed tool handlers whose
+// JSON Schemas are inferred from Go types, a Call handle for progress inside a
+// handler, and a Worker whose Run pulls jobs, runs handlers with leases,
+// cancellation and timeouts, writes outcomes, and drains on shutdown.
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Task support levels, re-exported for handler authors.
+const (
+	TaskForbidden = taskstate.TaskForbidden
+	TaskOptional  = taskstate.TaskOptional
+	TaskRequired  = taskstate.TaskRequired
+)
+
+// Tool describes a tool to register.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// TaskSupport defaults to TaskOptional.
+	TaskSupport taskstate.TaskSupport
+	// Timeout bounds one run of the handler. Zero uses the worker's default.
+	Timeout time.Duration
+	// Annotations are MCP tool annotations (readOnlyHint, …), passed through.
+	Annotations map[string]any
+	// InputSchema overrides the schema inferred from the argument type.
+	InputSchema json.RawMessage
+}
+
+// Mux routes jobs to handlers by tool name.
+type Mux struct {
+	tools map[string]*entry
+}
+
+type entry struct {
+	info    taskstate.ToolInfo
+	timeout time.Duration
+	run     func(ctx context.Context, cs *callState) (*Result, error)
+}
+
+// NewMux returns an empty Mux.
+func NewMux() *Mux { return &Mux{tools: map[string]*entry{}} }
+
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// Handle registers h as tool t. In is decoded from the call's arguments;
+// its JSON Schema (inferred from the Go type) is published as the tool's
+// inputSchema and enforced by the front end before anything is enqueued.
+// Out is returned as the result: *Result as is, anything else as
+// structuredContent with a JSON text copy. Registration mistakes panic.
+func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[In]) (Out, error)) {
+	if !toolName.MatchString(t.Name) {
+		panic(fmt.Sprintf("consumer: invalid tool name %q", t.Name))
+	}
+	if _, dup := m.tools[t.Name]; dup {
+		panic(fmt.Sprintf("consumer: tool %q registered twice", t.Name))
+	}
+	if t.TaskSupport == "" {
+		t.TaskSupport = TaskOptional
+	}
+	in := t.InputSchema
+	if in == nil {
+		in = mustSchema[In](t.Name, "input")
+	}
+	var out json.RawMessage
+	if reflect.TypeFor[Out]() != reflect.TypeFor[*Result]() {
+		out = mustSchema[Out](t.Name, "output")
+	}
+	var ann json.RawMessage
+	if t.Annotations != nil {
+		ann, _ = json.Marshal(t.Annotations)
+	}
+	m.tools[t.Name] = &entry{
+		info: taskstate.ToolInfo{
+			Name: t.Name, Title: t.Title, Description: t.Description,
+			InputSchema: in, OutputSchema: out, Annotations: ann,
+			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(),
+		},
+		timeout: t.Timeout,
+		run: func(ctx context.Context, cs *callState) (*Result, error) {
+			call := &Call[In]{callState: cs}
+			if len(cs.args) > 0 && string(cs.args) != "null" {
+				if err := json.Unmarshal(cs.args, &call.Args); err != nil {
+					return nil, &ProtocolError{Code: -32602, Message: "invalid arguments: " + err.Error()}
+				}
+			}
+			res, err := h(ctx, call)
+			if err != nil {
+				return nil, err
+			}
+			return toResult(res)
+		},
+	}
+}
+
+func mustSchema[T any](tool, which string) json.RawMessage {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: cannot infer %s schema: %v", tool, which, err))
+	}
+	if which == "input" && s.Type != "object" {
+		panic(fmt.Sprintf("consumer: tool %q: input type must be a struct or map (schema type object), got %q", tool, s.Type))
+	}
+	if which == "output" && s.Type != "object" {
+		return nil // MCP output schemas describe objects only
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: %v", tool, err))
+	}
+	return b
+}
+
+func toResult(out any) (*Result, error) {
+	if r, ok := out.(*Result); ok {
+		if r == nil {
+			return &Result{Content: []Content{}}, nil
+		}
+		if r.Content == nil {
+			r.Content = []Content{}
+		}
+		return r, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: encode result: %w", err)
+	}
+	return &Result{Content: []Content{Text(string(b))}, StructuredContent: json.RawMessage(b)}, nil
+}
+
+// Tools returns what the Mux publishes to the catalog, sorted by name.
+func (m *Mux) Tools() []taskstate.ToolInfo {
+	out := make([]taskstate.ToolInfo, 0, len(m.tools))
+	for _, e := range m.tools {
+		out = append(out, e.info)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

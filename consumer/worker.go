@@ -1,0 +1,425 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Config tunes a Worker. A nil Config is valid; zero fields take defaults.
+type Config struct {
+	// Concurrency is how many handlers run at once. Default 4.
+	Concurrency int
+	// Lease is how long a job stays with this worker without renewal; the
+	// worker renews it every Lease/3 while a handler runs. A crashed worker's
+	// job is redelivered after at most Lease. Default 30s.
+	Lease time.Duration
+	// MaxAttempts bounds how often a task runs (crashes, lost leases). After
+	// that the task is marked failed. Default 3.
+	MaxAttempts int
+	// Timeout bounds a handler whose Tool sets none. Default 10m.
+	Timeout time.Duration
+	// ShutdownGrace is how long Run waits for running handlers after its ctx
+	// ends before cancelling them and returning their jobs. Default 25s.
+	ShutdownGrace time.Duration
+	// Heartbeat is how often the catalog entries are refreshed. Default 10s
+	// (entries expire after the catalog's TTL without it).
+	Heartbeat time.Duration
+	// ID names this worker on leases and in logs. Default hostname-pid.
+	ID     string
+	Logger zerolog.Logger
+	Now    func() time.Time
+}
+
+// Worker pulls jobs and runs them with a Mux's handlers.
+type Worker struct {
+	queue   broker.Queue
+	store   taskstate.Store
+	catalog taskstate.Catalog
+	bus     broker.Bus
+	cfg     Config
+	log     zerolog.Logger
+
+	mu      sync.Mutex
+	running map[string]context.CancelCauseFunc
+}
+
+// New returns a worker. catalog may be nil (tools are then not published).
+func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus broker.Bus, cfg *Config) *Worker {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Lease <= 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 3
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 25 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 10 * time.Second
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Worker{
+		queue: q, store: store, catalog: catalog, bus: bus, cfg: c,
+		log:     c.Logger.With().Str("worker", c.ID).Logger(),
+		running: map[string]context.CancelCauseFunc{},
+	}
+}
+
+// Causes of a handler's context ending, told apart with context.Cause.
+var (
+	ErrTaskCancelled = errors.New("consumer: task cancelled")
+	ErrShutdown      = errors.New("consumer: worker shutting down")
+	errTimeout       = errors.New("consumer: tool timed out")
+)
+
+// Run publishes mux's tools, pulls jobs with Concurrency slots and runs them
+// until ctx ends; then it stops pulling, gives running handlers
+// ShutdownGrace to finish, cancels the rest and returns their jobs to the
+// queue. It returns after all of that.
+func (w *Worker) Run(ctx context.Context, mux *Mux) error {
+	if len(mux.tools) == 0 {
+		return errors.New("consumer: mux has no tools")
+	}
+	cons, err := w.queue.Consumer(ctx, broker.ConsumerOptions{
+		Lease: w.cfg.Lease,
+		// One delivery beyond MaxAttempts lets a worker see the exhausted
+		// job and fail its task, even when the last attempt crashed.
+		MaxDeliveries: w.cfg.MaxAttempts + 1,
+	})
+	if err != nil {
+		return err
+	}
+	sub, err := w.bus.Subscribe(ctx, broker.TopicCancel, "", func(id string, _ []byte) {
+		w.cancelRunning(id, ErrTaskCancelled)
+	})
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	if err := w.publishTools(ctx, mux); err != nil {
+		return err
+	}
+
+	// Handlers run under base, which outlives ctx by the shutdown grace.
+	base, stopHandlers := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopHandlers(ErrShutdown)
+
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() { defer bg.Done(); w.heartbeat(ctx, mux) }()
+
+	var slots sync.WaitGroup
+	for range w.cfg.Concurrency {
+		slots.Add(1)
+		go func() {
+			defer slots.Done()
+			for {
+				d, err := cons.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						w.log.Error().Err(err).Msg("consumer stopped")
+					}
+					return
+				}
+				w.process(base, mux, d)
+			}
+		}()
+	}
+	w.log.Info().Int("concurrency", w.cfg.Concurrency).Int("tools", len(mux.tools)).Msg("worker running")
+	<-ctx.Done()
+	w.log.Info().Dur("grace", w.cfg.ShutdownGrace).Msg("draining")
+
+	done := make(chan struct{})
+	go func() { slots.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownGrace):
+		w.log.Warn().Msg("grace period over; returning unfinished jobs to the queue")
+		stopHandlers(ErrShutdown)
+		<-done
+	}
+	bg.Wait()
+	w.log.Info().Msg("worker stopped")
+	return nil
+}
+
+func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
+	if w.catalog == nil {
+		return nil
+	}
+	for _, t := range mux.Tools() {
+		if err := w.catalog.PublishTool(ctx, &t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Worker) heartbeat(ctx context.Context, mux *Mux) {
+	tick := time.NewTicker(w.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := w.publishTools(ctx, mux); err != nil && ctx.Err() == nil {
+				w.log.Warn().Err(err).Msg("catalog refresh failed")
+			}
+		}
+	}
+}
+
+func (w *Worker) register(id string, cancel context.CancelCauseFunc) {
+	w.mu.Lock()
+	w.running[id] = cancel
+	w.mu.Unlock()
+}
+
+func (w *Worker) unregister(id string) {
+	w.mu.Lock()
+	delete(w.running, id)
+	w.mu.Unlock()
+}
+
+func (w *Worker) cancelRunning(id string, cause error) {
+	w.mu.Lock()
+	cancel := w.running[id]
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
+}
+
+// process runs one delivery to its end: a terminal record and an ack, a
+// retry, or (on shutdown) the job handed back.
+func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
+	job := d.Job()
+	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Int("attempt", d.Attempt()).Logger()
+	// Broker and store calls use an uncancelled ctx so that bookkeeping
+	// finishes even while shutting down.
+	io := context.WithoutCancel(base)
+
+	tctx, cancel := context.WithCancelCause(base)
+	defer cancel(nil)
+	// Register before reading the record: a cancel either is already on the
+	// record or reaches this entry through the broadcast.
+	w.register(job.TaskID, cancel)
+	defer w.unregister(job.TaskID)
+
+	rec, err := w.store.Get(io, job.TaskID)
+	switch {
+	case errors.Is(err, taskstate.ErrNotFound):
+		log.Warn().Msg("job has no task record (expired or never created); dropping it")
+		_ = d.Term(io, "no task record")
+		return
+	case err != nil:
+		log.Error().Err(err).Msg("reading task record; retrying job")
+		_ = d.Retry(io, time.Second)
+		return
+	case rec.Status.Terminal():
+		log.Debug().Str("status", string(rec.Status)).Msg("task already terminal; acking job")
+		_ = d.Ack(io)
+		return
+	}
+
+	e := mux.tools[job.Tool]
+	if d.Attempt() > w.cfg.MaxAttempts || e == nil && d.Attempt() >= w.cfg.MaxAttempts {
+		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
+		if e == nil {
+			msg = fmt.Sprintf("no worker serves tool %q", job.Tool)
+		}
+		w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+		_ = d.Term(io, msg)
+		return
+	}
+	if e == nil {
+		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
+		_ = d.Retry(io, 2*time.Second)
+		return
+	}
+
+	rec, err = taskstate.Mutate(io, w.store, job.TaskID, w.cfg.Now, func(t *taskstate.Task) error {
+		t.Attempt = d.Attempt()
+		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, taskstate.ErrInvalidChange) { // turned terminal meanwhile
+			_ = d.Ack(io)
+			return
+		}
+		log.Error().Err(err).Msg("taking the lease; retrying job")
+		_ = d.Retry(io, time.Second)
+		return
+	}
+
+	timeout := e.timeout
+	if timeout <= 0 {
+		timeout = w.cfg.Timeout
+	}
+	hctx, stop := context.WithTimeoutCause(tctx, timeout, errTimeout)
+	defer stop()
+
+	keeper := w.keepLease(io, hctx, d, job.TaskID, log)
+	started := w.cfg.Now()
+	log.Info().Msg("task running")
+	res, herr := w.call(hctx, e, &callState{
+		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner, attempt: d.Attempt(),
+		sync: rec.Sync, args: job.Arguments, meta: job.Meta,
+	})
+	keeper()
+	took := w.cfg.Now().Sub(started)
+
+	switch cause := context.Cause(hctx); {
+	case errors.Is(cause, ErrShutdown):
+		log.Info().Msg("shutdown interrupted the task; returning the job to the queue")
+		_ = d.Retry(io, 0)
+		return
+	case errors.Is(cause, ErrTaskCancelled):
+		log.Info().Dur("took", took).Msg("task cancelled while running")
+		_ = d.Ack(io)
+		return
+	case errors.Is(cause, errTimeout):
+		herr = &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
+		res = nil
+	}
+
+	var rpcErr *taskstate.RPCError
+	var result json.RawMessage
+	if herr != nil {
+		if te, ok := asToolError(herr); ok {
+			res = &Result{Content: []Content{Text(te.Error())}, IsError: true}
+		} else {
+			rpcErr = toRPCError(herr)
+		}
+	}
+	if rpcErr == nil {
+		result, err = json.Marshal(res)
+		if err != nil {
+			rpcErr = &taskstate.RPCError{Code: -32603, Message: "cannot encode result: " + err.Error()}
+		}
+	}
+	if !w.finish(io, log.With().Dur("took", took).Logger(), job.TaskID, result, rpcErr) {
+		_ = d.Retry(io, time.Second)
+		return
+	}
+	_ = d.Ack(io)
+}
+
+// call runs the handler, turning a panic into a failure.
+func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res *Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error().Str("task", cs.taskID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
+			res, err = nil, &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q panicked: %v", cs.tool, p)}
+		}
+	}()
+	return e.run(ctx, cs)
+}
+
+// finish writes the outcome unless the task already ended (a cancel won).
+// It reports false when the write failed and the job should run again.
+func (w *Worker) finish(ctx context.Context, log zerolog.Logger, id string, result json.RawMessage, rpcErr *taskstate.RPCError) bool {
+	t, err := taskstate.Mutate(ctx, w.store, id, w.cfg.Now, func(t *taskstate.Task) error {
+		if t.Status.Terminal() {
+			return taskstate.ErrSkip
+		}
+		t.Lease = nil
+		t.InputRequests = nil
+		if rpcErr != nil {
+			t.Status = taskstate.Failed
+			t.Error = rpcErr
+			t.StatusMessage = rpcErr.Message
+			return nil
+		}
+		t.Status = taskstate.Completed
+		t.Result = result
+		return nil
+	})
+	switch {
+	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
+		log.Info().Str("status", string(t.Status)).Msg("task already ended; outcome discarded")
+		return true
+	case errors.Is(err, taskstate.ErrNotFound):
+		log.Warn().Msg("task record vanished before its outcome was written")
+		return true
+	case err != nil:
+		log.Error().Err(err).Msg("writing outcome failed")
+		return false
+	}
+	log.Info().Str("status", string(t.Status)).Msg("task finished")
+	return true
+}
+
+// keepLease renews the broker lease every Lease/3 and the record's lease
+// with it, until the returned stop is called.
+func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, id string, log zerolog.Logger) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(w.cfg.Lease / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+				if err := d.Extend(io); err != nil {
+					log.Warn().Err(err).Msg("lease extension failed")
+				}
+				_, err := taskstate.Mutate(io, w.store, id, w.cfg.Now, func(t *taskstate.Task) error {
+					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
+					return nil
+				})
+				if errors.Is(err, taskstate.ErrInvalidChange) {
+					return // terminal: the cancel broadcast stops the handler
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func toRPCError(err error) *taskstate.RPCError {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		e := &taskstate.RPCError{Code: pe.Code, Message: pe.Message}
+		if pe.Data != nil {
+			e.Data, _ = json.Marshal(pe.Data)
+		}
+		return e
+	}
+	return &taskstate.RPCError{Code: -32603, Message: err.Error()}
+}

@@ -1,0 +1,488 @@
+// Package natskv implements taskstate.Store and taskstate.Catalog on NATS
+// JetStream key-value buckets. Records are written with compare-and-set on the
+// key's last sequence; a record turning terminal is written with a per-message
+// TTL, so retention counts from that moment and active records never expire.
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Config names the buckets. A nil Config is valid.
+type Config struct {
+	// TaskBucket holds task records. Default "mcpq_tasks".
+	TaskBucket string
+	// ToolBucket holds the tool catalog. Default "mcpq_tools".
+	ToolBucket string
+	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
+	ToolTTL time.Duration
+	// Replicas for both buckets (clustered NATS). Default 1.
+	Replicas int
+	// Memory stores the buckets in memory instead of files (tests only).
+	Memory bool
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.TaskBucket == "" {
+		out.TaskBucket = "mcpq_tasks"
+	}
+	if out.ToolBucket == "" {
+		out.ToolBucket = "mcpq_tools"
+	}
+	if out.ToolTTL <= 0 {
+		out.ToolTTL = 30 * time.Second
+	}
+	if out.Replicas <= 0 {
+		out.Replicas = 1
+	}
+	return out
+}
+
+// Store is the NATS KV implementation of taskstate.Store and taskstate.Catalog.
+type Store struct {
+	js    jetstream.JetStream
+	tasks jetstream.KeyValue
+	tools jetstream.KeyValue
+	cfg   Config
+	subj  string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
+
+	mu      sync.Mutex
+	watch   *watchHub
+	catalog *catalogCache
+	closed  chan struct{}
+}
+
+var (
+	_ taskstate.Store   = (*Store)(nil)
+	_ taskstate.Catalog = (*Store)(nil)
+)
+
+// New creates (or updates) the buckets and returns the store.
+func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, error) {
+	c := cfg.withDefaults()
+	storage := jetstream.FileStorage
+	if c.Memory {
+		storage = jetstream.MemoryStorage
+	}
+	tasks, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         c.TaskBucket,
+		Description:    "mcpqueue task records",
+		History:        1,
+		Storage:        storage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: time.Minute, // enables per-message TTL on terminal records
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natskv: task bucket %q: %w", c.TaskBucket, err)
+	}
+	tools, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         c.ToolBucket,
+		Description:    "mcpqueue tool catalog (refreshed by live workers)",
+		History:        1,
+		TTL:            c.ToolTTL,
+		Storage:        storage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: time.Minute, // expiries reach watchers as delete markers
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natskv: tool bucket %q: %w", c.ToolBucket, err)
+	}
+	return &Store{
+		js: js, tasks: tasks, tools: tools, cfg: c,
+		subj:   "$KV." + c.TaskBucket + ".",
+		closed: make(chan struct{}),
+	}, nil
+}
+
+// Close stops the store's watchers.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closed:
+	default:
+		close(s.closed)
+	}
+	return nil
+}
+
+func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
+	if !taskstate.ValidID(t.ID) {
+		return fmt.Errorf("natskv: create: invalid task id %q", t.ID)
+	}
+	b, err := taskstate.Encode(t)
+	if err != nil {
+		return err
+	}
+	rev, err := s.tasks.Create(ctx, t.ID, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return taskstate.ErrExists
+	}
+	if err != nil {
+		return fmt.Errorf("natskv: create %s: %w", t.ID, err)
+	}
+	t.Revision = rev
+	return nil
+}
+
+func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
+	if !taskstate.ValidID(id) {
+		return nil, taskstate.ErrNotFound
+	}
+	e, err := s.tasks.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, taskstate.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natskv: get %s: %w", id, err)
+	}
+	return taskstate.Decode(e.Value(), e.Revision())
+}
+
+func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
+	if !taskstate.ValidID(t.ID) {
+		return taskstate.ErrNotFound
+	}
+	b, err := taskstate.Encode(t)
+	if err != nil {
+		return err
+	}
+	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(t.Revision)}
+	if t.Status.Terminal() && t.TTLMs > 0 {
+		ttl := t.TTL()
+		if ttl < time.Second {
+			ttl = time.Second // the smallest TTL JetStream accepts
+		}
+		opts = append(opts, jetstream.WithMsgTTL(ttl))
+	}
+	ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subj + t.ID, Data: b}, opts...)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		return taskstate.ErrConflict
+	}
+	if err != nil {
+		return fmt.Errorf("natskv: update %s: %w", t.ID, err)
+	}
+	t.Revision = ack.Sequence
+	return nil
+}
+
+// Watch implements taskstate.Store. One bucket-wide watcher per Store fans
+// updates out to callers, so a waiting call costs no consumer of its own.
+func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
+	hub, err := s.hub(ctx)
+	if err != nil {
+		return nil, err
+	}
+	in := hub.add(id)
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		hub.remove(id, in)
+		return nil, err
+	}
+	out := make(chan *taskstate.Task, 1)
+	go func() {
+		defer close(out)
+		defer hub.remove(id, in)
+		last := cur
+		if !send(ctx, out, last) || last.Status.Terminal() {
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.closed:
+				return
+			case t, ok := <-in:
+				if !ok {
+					return
+				}
+				if t == nil { // deleted
+					return
+				}
+				if t.Revision <= last.Revision {
+					continue
+				}
+				last = t
+				if !send(ctx, out, t) || t.Status.Terminal() {
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) bool {
+	select {
+	case ch <- t:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Store) hub(ctx context.Context) (*watchHub, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watch != nil {
+		return s.watch, nil
+	}
+	h, err := startWatchHub(ctx, s.tasks, s.closed)
+	if err != nil {
+		return nil, err
+	}
+	s.watch = h
+	return h, nil
+}
+
+// watchHub runs one UpdatesOnly watcher over the bucket and hands each new
+// version to the callers watching that key. A slow caller only ever holds the
+// newest version (the channel has room for one).
+type watchHub struct {
+	mu      sync.Mutex
+	waiters map[string][]chan *taskstate.Task
+}
+
+func startWatchHub(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("natskv: watch: %w", err)
+	}
+	// UpdatesOnly watchers announce readiness with a nil entry.
+	select {
+	case <-w.Updates():
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	}
+	h := &watchHub{waiters: map[string][]chan *taskstate.Task{}}
+	go func() {
+		defer cancel()
+		for {
+			select {
+			case <-closed:
+				_ = w.Stop()
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					continue
+				}
+				var t *taskstate.Task
+				if e.Operation() == jetstream.KeyValuePut {
+					t, err = taskstate.Decode(e.Value(), e.Revision())
+					if err != nil {
+						continue
+					}
+				}
+				h.deliver(e.Key(), t)
+			}
+		}
+	}()
+	return h, nil
+}
+
+func (h *watchHub) add(id string) chan *taskstate.Task {
+	ch := make(chan *taskstate.Task, 1)
+	h.mu.Lock()
+	h.waiters[id] = append(h.waiters[id], ch)
+	h.mu.Unlock()
+	return ch
+}
+
+func (h *watchHub) remove(id string, ch chan *taskstate.Task) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.waiters[id]
+	for i, c := range list {
+		if c == ch {
+			list = append(list[:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(h.waiters, id)
+	} else {
+		h.waiters[id] = list
+	}
+}
+
+func (h *watchHub) deliver(id string, t *taskstate.Task) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, ch := range h.waiters[id] {
+		select {
+		case ch <- t:
+		default: // replace the stale version with the newest
+			select {
+			case <-ch:
+			default:
+			}
+			ch <- t
+		}
+	}
+}
+
+// PublishTool writes (or refreshes) a catalog entry.
+func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
+	b, err := encodeTool(t)
+	if err != nil {
+		return err
+	}
+	if _, err := s.tools.Put(ctx, toolKey(t.Name), b); err != nil {
+		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+func (s *Store) Tool(ctx context.Context, name string) (*taskstate.ToolInfo, error) {
+	c, err := s.cat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.get(name)
+}
+
+func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
+	c, err := s.cat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.list(), nil
+}
+
+func (s *Store) cat(ctx context.Context) (*catalogCache, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.catalog != nil {
+		return s.catalog, nil
+	}
+	c, err := startCatalog(ctx, s.tools, s.closed)
+	if err != nil {
+		return nil, err
+	}
+	s.catalog = c
+	return c, nil
+}
+
+// catalogCache mirrors the tool bucket in memory through a watcher, so
+// tools/list and argument validation cost no round trip.
+type catalogCache struct {
+	mu    sync.RWMutex
+	tools map[string]*taskstate.ToolInfo // by toolKey
+}
+
+func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*catalogCache, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
+	}
+	c := &catalogCache{tools: map[string]*taskstate.ToolInfo{}}
+	ready := make(chan struct{})
+	go func() {
+		defer cancel()
+		initial := true
+		for {
+			select {
+			case <-closed:
+				_ = w.Stop()
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if initial {
+						initial = false
+						close(ready)
+					}
+					continue
+				}
+				c.apply(e)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	}
+}
+
+func (c *catalogCache) apply(e jetstream.KeyValueEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(c.tools, e.Key())
+		return
+	}
+	t, err := decodeTool(e.Value())
+	if err != nil {
+		return
+	}
+	c.tools[e.Key()] = t
+}
+
+func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	t, ok := c.tools[toolKey(name)]
+	if !ok {
+		return nil, taskstate.ErrNotFound
+	}
+	return t, nil
+}
+
+func (c *catalogCache) list() []*taskstate.ToolInfo {
+	c.mu.RLock()
+	out := make([]*taskstate.ToolInfo, 0, len(c.tools))
+	for _, t := range c.tools {
+		out = append(out, t)
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// toolKey maps a tool name onto the KV key alphabet. Tool names may hold
+// characters keys may not (MCP allows A-Z a-z 0-9 _ - .), so anything outside
+// [A-Za-z0-9_-] is escaped as =XX.
+func toolKey(name string) string {
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' {
+			b = append(b, ch)
+			continue
+		}
+		b = append(b, '=')
+		b = strconv.AppendUint(b, uint64(ch)/16, 16)
+		b = strconv.AppendUint(b, uint64(ch)%16, 16)
+	}
+	return string(b)
+}

@@ -1,0 +1,90 @@
+package taskstate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store keeps task records. Every write is a compare-and-set on Revision.
+type Store interface {
+	// Create stores a new record; ErrExists if the id is taken. It sets t.Revision.
+	Create(ctx context.Context, t *Task) error
+	// Get returns the current record or ErrNotFound.
+	Get(ctx context.Context, id string) (*Task, error)
+	// Update replaces the record if its stored revision still equals t.Revision
+	// (ErrConflict otherwise) and sets t.Revision to the new one. A terminal
+	// record is stored with its TTL counted from this write.
+	Update(ctx context.Context, t *Task) error
+	// Watch delivers the current record and then every later version of it
+	// until ctx ends or the record turns terminal (the terminal version is
+	// delivered, then the channel closes). The channel is closed on ctx end.
+	Watch(ctx context.Context, id string) (<-chan *Task, error)
+}
+
+// Catalog keeps the tools that live workers serve. Entries expire unless the
+// workers that publish them keep refreshing them.
+type Catalog interface {
+	PublishTool(ctx context.Context, t *ToolInfo) error
+	Tool(ctx context.Context, name string) (*ToolInfo, error) // ErrNotFound
+	Tools(ctx context.Context) ([]*ToolInfo, error)           // sorted by name
+}
+
+// TaskSupport says whether a tool runs as a task.
+type TaskSupport string
+
+const (
+	TaskForbidden TaskSupport = "forbidden" // always inline; never a task
+	TaskOptional  TaskSupport = "optional"  // a task when the client supports tasks
+	TaskRequired  TaskSupport = "required"  // refuses clients without task support
+)
+
+// ToolInfo is what a worker publishes about one tool.
+type ToolInfo struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+	TaskSupport  TaskSupport     `json:"taskSupport"`
+	TimeoutMs    int64           `json:"timeoutMs,omitempty"`
+}
+
+// Mutate reads the record, lets decide change it, and writes it back with a
+// compare-and-set, re-reading and re-deciding when another writer won the
+// race. decide returns ErrSkip to leave the record as it is (Mutate then
+// returns the current record and ErrSkip). A change that breaks the status
+// machine returns ErrInvalidChange and writes nothing.
+func Mutate(ctx context.Context, s Store, id string, now func() time.Time, decide func(*Task) error) (*Task, error) {
+	for {
+		cur, err := s.Get(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		next := cur.Clone()
+		if err := decide(next); err != nil {
+			return cur, err
+		}
+		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
+			return cur, fmt.Errorf("%w: %s → %s", ErrInvalidChange, cur.Status, next.Status)
+		}
+		if cur.Status.Terminal() {
+			return cur, fmt.Errorf("%w: %s is terminal", ErrInvalidChange, cur.Status)
+		}
+		next.LastUpdatedAt = now().UTC()
+		err = s.Update(ctx, next)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return cur, err
+		}
+		return next, nil
+	}
+}
+
+// ErrSkip tells Mutate to write nothing.
+var ErrSkip = errors.New("taskstate: no change")

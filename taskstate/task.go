@@ -1,0 +1,169 @@
+// Package taskstate owns the task record, its status machine and the Store seam
+// that keeps records and the tool catalog. It imports only the standard library;
+// implementations live in sub-packages (natskv, …) and every one of them passes
+// the shared contract suite in statetest.
+package taskstate
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Status is where a task is in its life.
+type Status string
+
+const (
+	Working       Status = "working"
+	InputRequired Status = "input_required"
+	Completed     Status = "completed"
+	Failed        Status = "failed"
+	Cancelled     Status = "cancelled"
+)
+
+// Terminal reports whether s can never change again.
+func (s Status) Terminal() bool {
+	return s == Completed || s == Failed || s == Cancelled
+}
+
+// Valid reports whether s is one of the five statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case Working, InputRequired, Completed, Failed, Cancelled:
+		return true
+	}
+	return false
+}
+
+// CanTransition reports whether a record may move from one status to another.
+// Staying in a non-terminal status is allowed (a progress message, a lease
+// renewal); a terminal status never changes.
+func CanTransition(from, to Status) bool {
+	if !from.Valid() || !to.Valid() || from.Terminal() {
+		return false
+	}
+	return true // working ⇄ input_required, and either → any terminal status
+}
+
+// Era names the wire a task was created on.
+type Era string
+
+const (
+	Era20260728 Era = "2026-07-28"
+	Era20251125 Era = "2025-11-25"
+)
+
+// RPCError is a JSON-RPC error object stored on a failed task.
+type RPCError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("rpc error %d: %s", e.Code, e.Message) }
+
+// Lease records which worker holds a running task and until when.
+type Lease struct {
+	Worker  string    `json:"worker"`
+	Expires time.Time `json:"expires"`
+}
+
+// Task is the durable record of one tool call. It is stored once, whatever
+// wire created it; the wires map it at the edge.
+type Task struct {
+	ID            string          `json:"id"`
+	Tool          string          `json:"tool"`
+	Arguments     json.RawMessage `json:"arguments,omitempty"`
+	Owner         string          `json:"owner,omitempty"`
+	Era           Era             `json:"era"`
+	Sync          bool            `json:"sync,omitempty"` // a caller waits inline for the result
+	Status        Status          `json:"status"`
+	StatusMessage string          `json:"statusMessage,omitempty"`
+	CreatedAt     time.Time       `json:"createdAt"`
+	LastUpdatedAt time.Time       `json:"lastUpdatedAt"`
+	// TTLMs is the retention after the task turns terminal; 0 means unlimited.
+	TTLMs          int64                      `json:"ttlMs"`
+	PollIntervalMs int64                      `json:"pollIntervalMs,omitempty"`
+	Result         json.RawMessage            `json:"result,omitempty"`
+	Error          *RPCError                  `json:"error,omitempty"`
+	InputRequests  map[string]json.RawMessage `json:"inputRequests,omitempty"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
+	Attempt        int                        `json:"attempt,omitempty"`
+	Lease          *Lease                     `json:"lease,omitempty"`
+	// Meta carries request context the worker may need (trace parent, progress token).
+	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+
+	// Revision is the store's version of this record; it is not serialized.
+	// Update succeeds only if it still matches the stored revision.
+	Revision uint64 `json:"-"`
+}
+
+// TTL returns the retention to apply once the task is terminal (0 = forever).
+func (t *Task) TTL() time.Duration { return time.Duration(t.TTLMs) * time.Millisecond }
+
+// Clone returns a deep enough copy that mutating maps on it leaves t alone.
+func (t *Task) Clone() *Task {
+	c := *t
+	if t.InputRequests != nil {
+		c.InputRequests = make(map[string]json.RawMessage, len(t.InputRequests))
+		for k, v := range t.InputRequests {
+			c.InputRequests[k] = v
+		}
+	}
+	if t.InputResponses != nil {
+		c.InputResponses = make(map[string]json.RawMessage, len(t.InputResponses))
+		for k, v := range t.InputResponses {
+			c.InputResponses[k] = v
+		}
+	}
+	if t.Lease != nil {
+		l := *t.Lease
+		c.Lease = &l
+	}
+	if t.Error != nil {
+		e := *t.Error
+		c.Error = &e
+	}
+	return &c
+}
+
+// Encode and Decode are the one serialization every store uses.
+func Encode(t *Task) ([]byte, error) { return json.Marshal(t) }
+
+func Decode(b []byte, rev uint64) (*Task, error) {
+	var t Task
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("taskstate: decode record: %w", err)
+	}
+	t.Revision = rev
+	return &t, nil
+}
+
+// NewID returns an unguessable task id: 130 random bits as 26 base32
+// characters, ASCII and safe in an HTTP header or a NATS subject token.
+func NewID() string { return rand.Text() }
+
+// ValidID reports whether s looks like an id NewID could have made. Stores use
+// it to refuse keys that could never exist before touching the backend.
+func ValidID(s string) bool {
+	if len(s) < 16 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Errors every Store returns, checked with errors.Is.
+var (
+	ErrNotFound      = errors.New("taskstate: task not found")
+	ErrExists        = errors.New("taskstate: task already exists")
+	ErrConflict      = errors.New("taskstate: revision conflict")
+	ErrInvalidChange = errors.New("taskstate: invalid status transition")
+)

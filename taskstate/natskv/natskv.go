@@ -185,7 +185,7 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 // Watch implements taskstate.Store. One bucket-wide watcher per Store fans
 // updates out to callers, so a waiting call costs no consumer of its own.
 func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
-	hub, err := s.hub(ctx)
+	hub, err := s.hub()
 	if err != nil {
 		return nil, err
 	}
@@ -238,13 +238,13 @@ func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) boo
 	}
 }
 
-func (s *Store) hub(ctx context.Context) (*watchHub, error) {
+func (s *Store) hub() (*watchHub, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.watch != nil {
 		return s.watch, nil
 	}
-	h, err := startWatchHub(ctx, s.tasks, s.closed)
+	h, err := startWatchHub(s.tasks, s.closed)
 	if err != nil {
 		return nil, err
 	}
@@ -260,20 +260,15 @@ type watchHub struct {
 	waiters map[string][]chan *taskstate.Task
 }
 
-func startWatchHub(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
+func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
 	wctx, cancel := context.WithCancel(context.Background())
 	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("natskv: watch: %w", err)
 	}
-	// UpdatesOnly watchers announce readiness with a nil entry.
-	select {
-	case <-w.Updates():
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	}
+	// An UpdatesOnly watcher is live when WatchAll returns (its consumer
+	// starts at the next message) and sends no readiness marker.
 	h := &watchHub{waiters: map[string][]chan *taskstate.Task{}}
 	go func() {
 		defer cancel()

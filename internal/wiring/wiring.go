@@ -1,0 +1,189 @@
+// Package wiring turns flags and environment into connected seam
+// implementations. It is the one place besides tests that names them; cmd/api,
+// cmd/worker and the example workers call it.
+package wiring
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+)
+
+// Backend is the three seams, connected.
+type Backend struct {
+	Queue   broker.Queue
+	Bus     broker.Bus
+	Store   taskstate.Store
+	Catalog taskstate.Catalog
+	close   []func()
+}
+
+// Close releases connections in reverse order of opening.
+func (b *Backend) Close() {
+	for i := len(b.close) - 1; i >= 0; i-- {
+		b.close[i]()
+	}
+}
+
+// Options are the flags shared by every binary.
+type Options struct {
+	NATSURL  string
+	Prefix   string // names streams, buckets and subjects, so systems can share a server
+	LogLevel string
+	LogJSON  bool
+}
+
+// Flags registers the shared flags on fs, defaulting from the environment.
+func (o *Options) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
+	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
+	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// EnvInt reads an integer from the environment, or def.
+func EnvInt(k string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+// EnvDuration reads a duration from the environment, or def.
+func EnvDuration(k string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
+		return v
+	}
+	return def
+}
+
+// Logger builds the process logger.
+func (o *Options) Logger(service string) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(o.LogLevel)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	var out io.Writer = os.Stderr
+	if !o.LogJSON {
+		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(out).Level(lvl).With().Timestamp().Str("service", service).Logger()
+}
+
+// ConnectNATS connects to url and sets up the NATS seams.
+func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logger) (*Backend, error) {
+	if o.NATSURL == "" {
+		return nil, errors.New("wiring: no NATS URL (use --nats or NATS_URL)")
+	}
+	nc, err := nats.Connect(o.NATSURL,
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn().Err(err).Msg("NATS disconnected; reconnecting")
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("wiring: connect NATS %s: %w", o.NATSURL, err)
+	}
+	b := &Backend{close: []func(){func() { _ = nc.Drain() }}}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	q, err := natsbroker.NewQueue(ctx, js, o.brokerConfig())
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: o.Prefix + "_tasks", ToolBucket: o.Prefix + "_tools"})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.close = append(b.close, func() { _ = st.Close() })
+	b.Queue, b.Bus, b.Store, b.Catalog = q, natsbroker.NewBus(nc, o.brokerConfig()), st, st
+	return b, nil
+}
+
+func (o *Options) brokerConfig() *natsbroker.Config {
+	return &natsbroker.Config{
+		Stream:    toUpperStream(o.Prefix) + "_JOBS",
+		Subject:   o.Prefix + ".jobs",
+		BusPrefix: o.Prefix + ".bus",
+	}
+}
+
+func toUpperStream(p string) string {
+	b := []byte(p)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+// EmbeddedNATS starts a NATS server with JetStream and file storage under
+// dataDir, listening for clients on listen (host:port) so separate workers can
+// join. It returns the server and its client URL.
+func EmbeddedNATS(dataDir, listen string, log zerolog.Logger) (*server.Server, string, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, "", fmt.Errorf("wiring: --nats-listen %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, "", fmt.Errorf("wiring: --nats-listen %q: bad port", listen)
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("wiring: data dir: %w", err)
+	}
+	ns, err := server.NewServer(&server.Options{
+		ServerName: "mcpqueue-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(dataDir, "jetstream"),
+		NoSigs:     true,
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("wiring: embedded NATS: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, "", fmt.Errorf("wiring: embedded NATS did not start on %s", listen)
+	}
+	log.Info().Str("url", ns.ClientURL()).Str("store", filepath.Join(dataDir, "jetstream")).Msg("embedded NATS running (JetStream, file storage)")
+	return ns, ns.ClientURL(), nil
+}

@@ -1,0 +1,469 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// The 2026-07-28 revision and its tasks extension.
+const (
+	version2026     = "2026-07-28"
+	tasksExtension  = "io.modelcontextprotocol/tasks"
+	metaVersion     = "io.modelcontextprotocol/protocolVersion"
+	metaClientCaps  = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo  = "io.modelcontextprotocol/serverInfo"
+	headerVersion   = "MCP-Protocol-Version"
+	headerMethod    = "Mcp-Method"
+	headerName      = "Mcp-Name"
+	discoverTTLMs   = 3600000
+	resultComplete  = "complete"
+	resultTask      = "task"
+	defaultPollMs   = 500
+	maxProgressWait = time.Second
+)
+
+var supportedVersions = []string{version2026}
+
+// modernParams is what every 2026-07-28 request carries besides its own fields.
+type modernParams struct {
+	Meta map[string]json.RawMessage `json:"_meta"`
+}
+
+type clientCaps struct {
+	Extensions map[string]json.RawMessage `json:"extensions"`
+}
+
+// call is one decoded 2026-07-28 request.
+type call struct {
+	req      *request
+	meta     map[string]json.RawMessage
+	tasksExt bool // the request declared the tasks extension
+	owner    string
+}
+
+func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *request) {
+	c, rerr := s.decodeModern(r, req)
+	if rerr != nil {
+		writeError(w, req.ID, rerr)
+		return
+	}
+	ctx := r.Context()
+	switch req.Method {
+	case "server/discover":
+		writeResult(w, req.ID, s.discover())
+	case "tools/list":
+		s.toolsList(ctx, w, c)
+	case "tools/call":
+		s.toolsCall(ctx, w, r, c)
+	case "tasks/get":
+		s.tasksGet(ctx, w, c)
+	case "tasks/update":
+		s.tasksUpdate(ctx, w, c)
+	case "tasks/cancel":
+		s.tasksCancel(ctx, w, c)
+	default:
+		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+req.Method))
+	}
+}
+
+// decodeModern checks the envelope every 2026-07-28 request must have: the
+// version in _meta and in the header, client capabilities, and the routing
+// headers mirroring the body.
+func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) {
+	var p modernParams
+	if len(req.Params) > 0 {
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid params: "+err.Error())
+		}
+	}
+	if req.Method == "initialize" {
+		return nil, errorf(codeUnsupportedVer, http.StatusBadRequest, "this server speaks "+version2026+" (stateless); initialize is not supported").
+			withData(map[string]any{"supported": supportedVersions, "requested": requestedVersion(req.Params)})
+	}
+	var version string
+	if raw, ok := p.Meta[metaVersion]; ok {
+		if err := json.Unmarshal(raw, &version); err != nil {
+			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta: "+metaVersion+" must be a string")
+		}
+	}
+	hv := r.Header.Get(headerVersion)
+	if version == "" {
+		if hv != "" && hv != version2026 {
+			return nil, unsupportedVersion(hv)
+		}
+		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaVersion)
+	}
+	if version != version2026 {
+		return nil, unsupportedVersion(version)
+	}
+	if hv == "" {
+		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerVersion+" header")
+	}
+	if hv != version {
+		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match _meta protocol version %q", headerVersion, hv, version))
+	}
+	rawCaps, ok := p.Meta[metaClientCaps]
+	if !ok {
+		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaClientCaps)
+	}
+	var caps clientCaps
+	if err := json.Unmarshal(rawCaps, &caps); err != nil {
+		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": "+err.Error())
+	}
+	if err := checkRoutingHeaders(r, req); err != nil {
+		return nil, err
+	}
+	_, ext := caps.Extensions[tasksExtension]
+	return &call{req: req, meta: p.Meta, tasksExt: ext}, nil
+}
+
+func unsupportedVersion(v string) *rpcError {
+	return errorf(codeUnsupportedVer, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %q", v)).
+		withData(map[string]any{"supported": supportedVersions, "requested": v})
+}
+
+func requestedVersion(params json.RawMessage) string {
+	var p struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(params, &p)
+	return p.ProtocolVersion
+}
+
+// checkRoutingHeaders enforces Mcp-Method and Mcp-Name (SEP-2243).
+func checkRoutingHeaders(r *http.Request, req *request) *rpcError {
+	hm := r.Header.Get(headerMethod)
+	if hm == "" {
+		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerMethod+" header")
+	}
+	if hm != req.Method {
+		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match method %q", headerMethod, hm, req.Method))
+	}
+	field := ""
+	switch req.Method {
+	case "tools/call", "prompts/get":
+		field = "name"
+	case "resources/read":
+		field = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		field = "taskId"
+	default:
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(req.Params, &fields)
+	var want string
+	if raw, ok := fields[field]; ok {
+		if err := json.Unmarshal(raw, &want); err != nil {
+			return errorf(codeInvalidParams, http.StatusOK, fmt.Sprintf("invalid params: %q must be a string", field))
+		}
+	}
+	values := r.Header.Values(headerName)
+	if len(values) == 0 {
+		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerName+" header")
+	}
+	got := decodeHeaderValue(values[0])
+	if got != want {
+		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match params.%s %q", headerName, got, field, want))
+	}
+	return nil
+}
+
+// decodeHeaderValue undoes the =?base64?…?= wrapping of non-ASCII values.
+func decodeHeaderValue(v string) string {
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
+				return string(b)
+			}
+		}
+	}
+	return v
+}
+
+func (s *Server) serverInfo() map[string]any {
+	return map[string]any{"name": s.cfg.Name, "version": s.cfg.Version}
+}
+
+func (s *Server) resultMeta() map[string]any {
+	return map[string]any{metaServerInfo: s.serverInfo()}
+}
+
+func (s *Server) discover() map[string]any {
+	d := map[string]any{
+		"resultType":        resultComplete,
+		"supportedVersions": supportedVersions,
+		"capabilities": map[string]any{
+			"tools":      map[string]any{},
+			"extensions": map[string]any{tasksExtension: map[string]any{}},
+		},
+		"serverInfo": s.serverInfo(),
+		"ttlMs":      discoverTTLMs,
+		"cacheScope": "public",
+		"_meta":      s.resultMeta(),
+	}
+	if s.cfg.Instructions != "" {
+		d["instructions"] = s.cfg.Instructions
+	}
+	return d
+}
+
+type wireTool struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Annotations  json.RawMessage `json:"annotations,omitempty"`
+}
+
+func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, c *call) {
+	tools, err := s.catalog.Tools(ctx)
+	if err != nil {
+		s.internalError(w, c.req.ID, "listing tools", err)
+		return
+	}
+	out := make([]wireTool, len(tools))
+	for i, t := range tools {
+		out[i] = wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
+	}
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "_meta": s.resultMeta()})
+}
+
+func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {
+	s.log.Error().Err(err).Msg(what)
+	writeError(w, id, errorf(codeInternal, http.StatusInternalServerError, "internal error: "+what))
+}
+
+type callParams struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
+	var p callParams
+	if err := json.Unmarshal(c.req.Params, &p); err != nil {
+		writeError(w, c.req.ID, invalidParams("invalid params: "+err.Error()))
+		return
+	}
+	if p.Name == "" {
+		writeError(w, c.req.ID, invalidParams("invalid params: missing tool name"))
+		return
+	}
+	tool, err := s.catalog.Tool(ctx, p.Name)
+	if errors.Is(err, taskstate.ErrNotFound) {
+		writeError(w, c.req.ID, invalidParams("Unknown tool: "+p.Name))
+		return
+	}
+	if err != nil {
+		s.internalError(w, c.req.ID, "reading the tool catalog", err)
+		return
+	}
+	if tool.TaskSupport == taskstate.TaskRequired && !c.tasksExt {
+		writeError(w, c.req.ID, errorf(codeMissingCapability, http.StatusBadRequest,
+			fmt.Sprintf("tool %q runs only as a task; declare the %s extension in _meta.%s", p.Name, tasksExtension, metaClientCaps)).
+			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}))
+		return
+	}
+	if err := s.validateArgs(tool, p.Arguments); err != nil {
+		// Invalid arguments are a tool execution error the model can correct.
+		writeResult(w, c.req.ID, map[string]any{
+			"resultType": resultComplete,
+			"content":    []map[string]any{{"type": "text", "text": fmt.Sprintf("invalid arguments for tool %q: %v", p.Name, err)}},
+			"isError":    true,
+			"_meta":      s.resultMeta(),
+		})
+		return
+	}
+	asTask := c.tasksExt && tool.TaskSupport != taskstate.TaskForbidden
+	req := &producer.Request{
+		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
+		Era: taskstate.Era20260728, Sync: !asTask, Meta: jobMeta(c.meta),
+	}
+	if asTask {
+		t, err := s.prod.Create(ctx, req)
+		if err != nil {
+			s.internalError(w, c.req.ID, "starting the task", err)
+			return
+		}
+		writeResult(w, c.req.ID, s.createTaskResult(t))
+		return
+	}
+	s.syncCall(ctx, w, r, c, req)
+}
+
+// jobMeta keeps the request _meta entries a worker may use.
+func jobMeta(meta map[string]json.RawMessage) map[string]json.RawMessage {
+	var out map[string]json.RawMessage
+	for _, k := range []string{"progressToken", "traceparent", "tracestate"} {
+		if v, ok := meta[k]; ok {
+			if out == nil {
+				out = map[string]json.RawMessage{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func taskFields(t *taskstate.Task) map[string]any {
+	m := map[string]any{
+		"taskId":        t.ID,
+		"status":        t.Status,
+		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
+	}
+	if t.TTLMs > 0 {
+		m["ttlMs"] = t.TTLMs
+	} else {
+		m["ttlMs"] = nil
+	}
+	poll := t.PollIntervalMs
+	if poll <= 0 {
+		poll = defaultPollMs
+	}
+	m["pollIntervalMs"] = poll
+	if t.StatusMessage != "" {
+		m["statusMessage"] = t.StatusMessage
+	}
+	return m
+}
+
+func (s *Server) createTaskResult(t *taskstate.Task) map[string]any {
+	m := taskFields(t)
+	m["resultType"] = resultTask
+	m["_meta"] = s.resultMeta()
+	return m
+}
+
+// detailedTask is tasks/get's answer: the task plus what its status implies.
+func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
+	m := taskFields(t)
+	m["resultType"] = resultComplete
+	switch t.Status {
+	case taskstate.Completed:
+		m["result"] = json.RawMessage(t.Result)
+	case taskstate.Failed:
+		if t.Error != nil {
+			m["error"] = t.Error
+		} else {
+			m["error"] = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
+		}
+	case taskstate.InputRequired:
+		m["inputRequests"] = t.InputRequests
+	}
+	m["_meta"] = s.resultMeta()
+	return m
+}
+
+type taskParams struct {
+	TaskID         string                     `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+}
+
+// taskFor decodes params, checks the extension was declared and loads the
+// task the caller may see. Another principal's task looks exactly like an
+// unknown one.
+func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.Task, *rpcError) {
+	if !c.tasksExt {
+		return nil, nil, errorf(codeMissingCapability, http.StatusBadRequest, c.req.Method+" needs the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
+			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+	}
+	var p taskParams
+	if err := json.Unmarshal(c.req.Params, &p); err != nil {
+		return nil, nil, invalidParams("invalid params: " + err.Error())
+	}
+	if p.TaskID == "" {
+		return nil, nil, invalidParams("invalid params: missing taskId")
+	}
+	t, err := s.store.Get(ctx, p.TaskID)
+	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != c.owner {
+		return &p, nil, invalidParams("Task not found: " + p.TaskID)
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("task", p.TaskID).Msg("reading task")
+		return &p, nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading task")
+	}
+	return &p, t, nil
+}
+
+func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, c *call) {
+	_, t, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	writeResult(w, c.req.ID, s.detailedTask(t))
+}
+
+func (s *Server) ack(w http.ResponseWriter, id json.RawMessage) {
+	writeResult(w, id, map[string]any{"resultType": resultComplete, "_meta": s.resultMeta()})
+}
+
+func (s *Server) tasksCancel(ctx context.Context, w http.ResponseWriter, c *call) {
+	p, t, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if !t.Status.Terminal() {
+		if _, err := s.prod.Cancel(ctx, p.TaskID, "cancelled by the client"); err != nil && !errors.Is(err, producer.ErrTerminal) {
+			s.internalError(w, c.req.ID, "cancelling the task", err)
+			return
+		}
+	}
+	s.ack(w, c.req.ID)
+}
+
+func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call) {
+	p, _, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if p.InputResponses == nil {
+		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object"))
+		return
+	}
+	// Store answers to outstanding requests; keys not outstanding are ignored.
+	_, err := taskstate.Mutate(ctx, s.store, p.TaskID, s.cfg.Now, func(t *taskstate.Task) error {
+		n := 0
+		for k, v := range p.InputResponses {
+			if _, ok := t.InputRequests[k]; !ok {
+				continue
+			}
+			if t.InputResponses == nil {
+				t.InputResponses = map[string]json.RawMessage{}
+			}
+			t.InputResponses[k] = v
+			delete(t.InputRequests, k)
+			n++
+		}
+		if n == 0 {
+			return taskstate.ErrSkip
+		}
+		if len(t.InputRequests) == 0 && t.Status == taskstate.InputRequired {
+			t.Status = taskstate.Working
+		}
+		return nil
+	})
+	switch {
+	case err == nil:
+		_ = s.bus.Publish(ctx, broker.TopicInput, p.TaskID, nil)
+	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
+	default:
+		s.internalError(w, c.req.ID, "storing input responses", err)
+		return
+	}
+	s.ack(w, c.req.ID)
+}

@@ -1,0 +1,282 @@
+// Package mcpfront is the MCP wire: it serves POST /mcp for the 2026-07-28
+// revision (stateless, tasks as the io.modelcontextprotocol/tasks extension),
+// validates headers, _meta and tool arguments, and turns tools/call into a
+// task through the producer. It holds no per-task state: every answer comes
+// from the store, so any replica serves any request.
+package mcpfront
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Config tunes the front end. A nil Config is valid.
+type Config struct {
+	// Name and Version are reported as serverInfo.
+	Name, Version string
+	// Instructions are returned by server/discover.
+	Instructions string
+	// AllowedHosts are the Host header values (without port) accepted; the
+	// default is loopback names only (DNS-rebinding protection).
+	AllowedHosts []string
+	// AllowedOrigins are Origin values accepted besides loopback origins.
+	AllowedOrigins []string
+	// SyncTimeout bounds how long a call from a client without task support
+	// waits for its result. Default 2m; the task is cancelled past it.
+	SyncTimeout time.Duration
+	// MaxBody bounds a request body. Default 4 MiB.
+	MaxBody int64
+	Logger  zerolog.Logger
+	Now     func() time.Time
+}
+
+// Server is the MCP HTTP handler.
+type Server struct {
+	prod    *producer.Producer
+	store   taskstate.Store
+	catalog taskstate.Catalog
+	bus     broker.Bus
+	cfg     Config
+	log     zerolog.Logger
+	hosts   map[string]bool
+	origins map[string]bool
+
+	schemas sync.Map // tool name → *compiledSchema
+}
+
+type compiledSchema struct {
+	raw      string
+	resolved *jsonschema.Resolved
+	err      error
+}
+
+// New returns the front end.
+func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog, bus broker.Bus, cfg *Config) *Server {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Name == "" {
+		c.Name = "mcpqueue"
+	}
+	if c.Version == "" {
+		c.Version = "0.1.0"
+	}
+	if c.SyncTimeout <= 0 {
+		c.SyncTimeout = 2 * time.Minute
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 4 << 20
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	s := &Server{
+		prod: p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
+		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
+	}
+	for _, h := range c.AllowedHosts {
+		s.hosts[strings.ToLower(h)] = true
+	}
+	for _, o := range c.AllowedOrigins {
+		s.origins[strings.ToLower(o)] = true
+	}
+	return s
+}
+
+// ServeHTTP implements http.Handler for the MCP endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.checkOrigin(r); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, nil, errorf(codeInvalidRequest, http.StatusMethodNotAllowed, "method not allowed: this endpoint takes POST"))
+		return
+	}
+	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
+		writeError(w, nil, errorf(codeInvalidRequest, http.StatusUnsupportedMediaType, "Content-Type must be application/json"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, nil, errorf(codeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody)))
+			return
+		}
+		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "reading body: "+err.Error()))
+		return
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
+		return
+	}
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "parse error: "+err.Error()))
+		return
+	}
+	if req.JSONRPC != "2.0" {
+		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, `invalid request: "jsonrpc" must be "2.0"`))
+		return
+	}
+	if req.isResponse() || req.isNotification() {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if req.Method == "" || len(req.ID) == 0 || !validID(req.ID) {
+		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method"))
+		return
+	}
+	if !acceptsJSON(r) {
+		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
+		return
+	}
+	s.serveModern(w, r, &req)
+}
+
+func validID(id json.RawMessage) bool {
+	switch id[0] {
+	case '"':
+		return true
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+func acceptsJSON(r *http.Request) bool {
+	a := r.Header.Values("Accept")
+	if len(a) == 0 {
+		return true
+	}
+	for _, v := range a {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+			if mt == "application/json" || mt == "*/*" || mt == "application/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkOrigin protects loopback servers from DNS rebinding: the Host must be
+// a name this server answers to, and a browser Origin must be loopback or
+// explicitly allowed.
+func (s *Server) checkOrigin(r *http.Request) error {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(strings.ToLower(host), "[]")
+	if !s.hosts[host] {
+		return fmt.Errorf("host %q is not allowed", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" || s.origins[strings.ToLower(origin)] {
+		return nil
+	}
+	u := strings.ToLower(origin)
+	for _, p := range []string{"http://", "https://"} {
+		if rest, ok := strings.CutPrefix(u, p); ok {
+			h := rest
+			if i := strings.IndexByte(h, '/'); i >= 0 {
+				h = h[:i]
+			}
+			if hh, _, err := net.SplitHostPort(h); err == nil {
+				h = hh
+			}
+			h = strings.Trim(h, "[]")
+			if h == "localhost" || h == "127.0.0.1" || h == "::1" {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("origin %q is not allowed", origin)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding response failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
+	writeJSON(w, http.StatusOK, response{JSONRPC: "2.0", ID: id, Result: result})
+}
+
+func writeError(w http.ResponseWriter, id json.RawMessage, e *rpcError) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
+	writeJSON(w, e.httpStatus(), response{JSONRPC: "2.0", ID: id, Error: e})
+}
+
+// compiledFor resolves (once per schema text) a tool's input schema.
+func (s *Server) compiledFor(t *taskstate.ToolInfo) (*jsonschema.Resolved, error) {
+	if v, ok := s.schemas.Load(t.Name); ok {
+		c := v.(*compiledSchema)
+		if c.raw == string(t.InputSchema) {
+			return c.resolved, c.err
+		}
+	}
+	c := &compiledSchema{raw: string(t.InputSchema)}
+	var sch jsonschema.Schema
+	if err := json.Unmarshal(t.InputSchema, &sch); err != nil {
+		c.err = fmt.Errorf("tool %q publishes an unreadable input schema: %w", t.Name, err)
+	} else {
+		c.resolved, c.err = sch.Resolve(nil)
+	}
+	s.schemas.Store(t.Name, c)
+	return c.resolved, c.err
+}
+
+// validateArgs checks arguments against the tool's input schema.
+func (s *Server) validateArgs(t *taskstate.ToolInfo, args json.RawMessage) error {
+	rs, err := s.compiledFor(t)
+	if err != nil {
+		s.log.Error().Err(err).Str("tool", t.Name).Msg("cannot compile input schema; skipping validation")
+		return nil
+	}
+	var v any = map[string]any{}
+	if len(args) > 0 && string(args) != "null" {
+		if err := json.Unmarshal(args, &v); err != nil {
+			return err
+		}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return errors.New("arguments must be a JSON object")
+	}
+	return rs.Validate(v)
+}
+
+// detach keeps values but not cancellation: bookkeeping after the client left.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/rs/zerolog"
+
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -25,6 +27,12 @@ type callState struct {
 	sync    bool
 	args    json.RawMessage
 	meta    map[string]json.RawMessage
+}
+
+// Logger returns the worker's logger with the task's fields.
+func (c *callState) Logger() *zerolog.Logger {
+	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Int("attempt", c.attempt).Logger()
+	return &l
 }
 
 // TaskID is the id of the task this call runs.

@@ -26,6 +26,7 @@ const (
 	headerMethod    = "Mcp-Method"
 	headerName      = "Mcp-Name"
 	discoverTTLMs   = 3600000
+	listTTLMs       = 5000 // tools come and go with workers: cache briefly
 	resultComplete  = "complete"
 	resultTask      = "task"
 	defaultPollMs   = 500
@@ -87,7 +88,7 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 		}
 	}
 	if req.Method == "initialize" {
-		return nil, errorf(codeUnsupportedVer, http.StatusBadRequest, "this server speaks "+version2026+" (stateless); initialize is not supported").
+		return nil, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: initialize (this server speaks "+version2026+", which has no initialize)").
 			withData(map[string]any{"supported": supportedVersions, "requested": requestedVersion(req.Params)})
 	}
 	var version string
@@ -97,20 +98,17 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 		}
 	}
 	hv := r.Header.Get(headerVersion)
-	if version == "" {
-		if hv != "" && hv != version2026 {
-			return nil, unsupportedVersion(hv)
-		}
+	switch {
+	case version == "" && hv != "" && hv != version2026:
+		return nil, unsupportedVersion(hv)
+	case version == "":
 		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaVersion)
-	}
-	if version != version2026 {
-		return nil, unsupportedVersion(version)
-	}
-	if hv == "" {
+	case hv == "":
 		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerVersion+" header")
-	}
-	if hv != version {
+	case hv != version:
 		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match _meta protocol version %q", headerVersion, hv, version))
+	case version != version2026:
+		return nil, unsupportedVersion(version)
 	}
 	rawCaps, ok := p.Meta[metaClientCaps]
 	if !ok {
@@ -237,7 +235,7 @@ func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, c *call) 
 	for i, t := range tools {
 		out[i] = wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
 	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "_meta": s.resultMeta()})
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
 }
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {

@@ -1,0 +1,12 @@
+// Command conformance is a worker serving the fixture tools the official MCP
+// conformance suite calls (PROTOCOL.md §6). Run it beside `api --nats URL`
+// and point scripts/conformance.sh at the api: every scenario then exercises
+// the whole queue path, api → broker → worker → state → api.
+package main
+
+import (
+	"github.com/mcpqueue/mcpqueue/examples/conformance/fixtures"
+	"github.com/mcpqueue/mcpqueue/internal/wiring"
+)
+
+func main() { wiring.WorkerMain("conformance", fixtures.Register) }

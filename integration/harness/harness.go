@@ -1,0 +1,397 @@
+// Package harness starts real mcpqueue processes (nats-server, api, workers)
+// for integration tests and talks to them the way an MCP client does. It is
+// used only by tests.
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Bins are the binaries under test, built once per test binary.
+type Bins struct {
+	Dir         string
+	API         string
+	Worker      string
+	Conformance string
+	NATSServer  string
+}
+
+var (
+	buildOnce sync.Once
+	built     *Bins
+	buildErr  error
+)
+
+// RepoRoot is the module root.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Build compiles api, worker, the conformance worker and nats-server (from
+// the module version in go.mod) into a temp dir, once.
+func Build(t testing.TB) *Bins {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "mcpq-bins-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		b := &Bins{Dir: dir,
+			API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
+			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server")}
+		for out, pkg := range map[string]string{
+			b.API: "./cmd/api", b.Worker: "./cmd/worker", b.Conformance: "./examples/conformance",
+			b.NATSServer: "github.com/nats-io/nats-server/v2",
+		} {
+			args := []string{"build", "-o", out}
+			if os.Getenv("MCPQ_RACE_BINARIES") == "1" {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, pkg)...)
+			cmd.Dir = RepoRoot()
+			if msg, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+				return
+			}
+		}
+		built = b
+	})
+	if buildErr != nil {
+		t.Fatalf("building binaries: %v", buildErr)
+	}
+	return built
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Proc is a running child process with its output captured.
+type Proc struct {
+	Name string
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Start runs bin with args; it is killed at test cleanup, and its output is
+// logged if the test failed.
+func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("---- %s output ----\n%s", name, tail(p.out.String(), 8000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// Output is everything the process printed so far.
+func (p *Proc) Output() string { return p.out.String() }
+
+// Kill sends SIGKILL (kill -9) and waits for the process to go.
+func (p *Proc) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to d for a clean exit; it reports the exit error.
+func (p *Proc) Stop(d time.Duration) error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(d):
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %s after SIGTERM", p.Name, d)
+	}
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitOutput polls the output until it contains s or the deadline passes.
+func (p *Proc) WaitOutput(t testing.TB, s string, within time.Duration) {
+	t.Helper()
+	Eventually(t, within, func() (bool, string) {
+		return strings.Contains(p.Output(), s), fmt.Sprintf("%s output never contained %q", p.Name, s)
+	})
+}
+
+// Eventually polls cond every 20ms until it holds or within passes.
+func Eventually(t testing.TB, within time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %s", within, why)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// NATS starts a nats-server process with JetStream and file storage.
+func NATS(t testing.TB, b *Bins) (url string, p *Proc) {
+	t.Helper()
+	port := FreePort(t)
+	dir := t.TempDir()
+	p = Start(t, "nats-server", b.NATSServer, nil, "-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir)
+	p.WaitOutput(t, "Server is ready", 20*time.Second)
+	return fmt.Sprintf("nats://127.0.0.1:%d", port), p
+}
+
+// API starts the api against natsURL and waits until /healthz answers.
+func API(t testing.TB, b *Bins, natsURL, prefix string, extra ...string) (mcpURL string, p *Proc) {
+	t.Helper()
+	port := FreePort(t)
+	args := append([]string{"--nats", natsURL, "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json"}, extra...)
+	p = Start(t, "api", b.API, nil, args...)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	Eventually(t, 20*time.Second, func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("api exited:\n%s", p.Output())
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200, resp.Status
+	})
+	return base + "/mcp", p
+}
+
+// Worker starts a worker binary (b.Worker or b.Conformance) and waits until it runs.
+func Worker(t testing.TB, bin, name, natsURL, prefix string, extra ...string) *Proc {
+	t.Helper()
+	args := append([]string{"--nats", natsURL, "--prefix", prefix, "--log-json"}, extra...)
+	p := Start(t, name, bin, nil, args...)
+	p.WaitOutput(t, "worker running", 20*time.Second)
+	return p
+}
+
+// Client speaks the 2026-07-28 wire to one endpoint.
+type Client struct {
+	URL   string
+	Tasks bool // declare the tasks extension
+	HTTP  *http.Client
+	mu    sync.Mutex
+	id    int
+}
+
+// NewClient returns a client; tasks says whether it declares the extension.
+func NewClient(url string, tasks bool) *Client {
+	return &Client{URL: url, Tasks: tasks, HTTP: &http.Client{Timeout: 3 * time.Minute}}
+}
+
+// RPCError is an error answer.
+type RPCError struct {
+	Code    int             `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data"`
+	Status  int             `json:"-"`
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("rpc %d (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// Call sends one request and decodes the result into out (if non-nil).
+func (c *Client) Call(ctx context.Context, method string, params map[string]any, out any) error {
+	c.mu.Lock()
+	c.id++
+	id := c.id
+	c.mu.Unlock()
+	if params == nil {
+		params = map[string]any{}
+	}
+	caps := map[string]any{}
+	if c.Tasks {
+		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
+	}
+	params["_meta"] = map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": caps,
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if n, ok := params["name"].(string); ok {
+		req.Header.Set("Mcp-Name", n)
+	}
+	if n, ok := params["taskId"].(string); ok {
+		req.Header.Set("Mcp-Name", n)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw = lastSSEData(raw)
+	}
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  *RPCError       `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("HTTP %d: undecodable body %q: %w", resp.StatusCode, raw, err)
+	}
+	if env.Error != nil {
+		env.Error.Status = resp.StatusCode
+		return env.Error
+	}
+	if out != nil {
+		return json.Unmarshal(env.Result, out)
+	}
+	return nil
+}
+
+func lastSSEData(b []byte) []byte {
+	var last []byte
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			last = d
+		}
+	}
+	return last
+}
+
+// Task is the 2026-07-28 view of a task.
+type Task struct {
+	ResultType    string          `json:"resultType"`
+	TaskID        string          `json:"taskId"`
+	Status        string          `json:"status"`
+	StatusMessage string          `json:"statusMessage"`
+	Result        json.RawMessage `json:"result"`
+	Error         *RPCError       `json:"error"`
+}
+
+// CallTool calls a tool and returns the raw result.
+func (c *Client) CallTool(ctx context.Context, name string, args map[string]any) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	err := c.Call(ctx, "tools/call", map[string]any{"name": name, "arguments": args}, &out)
+	return out, err
+}
+
+// StartTask calls a tool and expects a task handle.
+func (c *Client) StartTask(t testing.TB, name string, args map[string]any) string {
+	t.Helper()
+	var out Task
+	if err := c.Call(context.Background(), "tools/call", map[string]any{"name": name, "arguments": args}, &out); err != nil {
+		t.Fatalf("tools/call %s: %v", name, err)
+	}
+	if out.ResultType != "task" || out.TaskID == "" {
+		t.Fatalf("tools/call %s: want a task handle, got %+v", name, out)
+	}
+	return out.TaskID
+}
+
+// GetTask calls tasks/get.
+func (c *Client) GetTask(ctx context.Context, id string) (*Task, error) {
+	var out Task
+	err := c.Call(ctx, "tasks/get", map[string]any{"taskId": id}, &out)
+	return &out, err
+}
+
+// WaitStatus polls tasks/get until the task reaches one of statuses.
+func (c *Client) WaitStatus(t testing.TB, id string, within time.Duration, statuses ...string) *Task {
+	t.Helper()
+	var last *Task
+	Eventually(t, within, func() (bool, string) {
+		tk, err := c.GetTask(context.Background(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		last = tk
+		for _, s := range statuses {
+			if tk.Status == s {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("task %s is %s (%s), want %v", id, tk.Status, tk.StatusMessage, statuses)
+	})
+	return last
+}

@@ -65,9 +65,11 @@ type Delivery interface {
 type Topic string
 
 const (
-	TopicCancel   Topic = "cancel"   // a task was cancelled: every worker hears it
-	TopicProgress Topic = "progress" // a handler reported progress
-	TopicInput    Topic = "input"    // input responses for the worker holding a task
+	// TopicCancel: a task was cancelled; every worker hears it.
+	TopicCancel Topic = "cancel"
+	// TopicNotify: a JSON-RPC notification (progress, log message) for the
+	// request waiting on a task, forwarded by whichever api replica holds it.
+	TopicNotify Topic = "notify"
 )
 
 // Bus carries signals keyed by task id. Delivery is best effort: anything that

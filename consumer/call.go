@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/rs/zerolog"
 
@@ -12,11 +13,19 @@ import (
 )
 
 // Call is one run of a handler: the decoded arguments and what the handler
-// can do besides returning (report progress; later, ask for input).
+// can do besides returning: report progress, log, ask the client for input.
 type Call[In any] struct {
 	Args In
 	*callState
 }
+
+// Keys of the job meta the front end fills in and handlers' calls read.
+const (
+	MetaProgressToken  = "progressToken"
+	MetaLogLevel       = "logLevel"
+	MetaClientCaps     = "clientCapabilities"
+	MetaInputResponses = "inputResponses"
+)
 
 type callState struct {
 	w       *Worker
@@ -24,9 +33,14 @@ type callState struct {
 	tool    string
 	owner   string
 	attempt int
-	sync    bool
 	args    json.RawMessage
 	meta    map[string]json.RawMessage
+
+	mu      sync.Mutex
+	mode    taskstate.Mode
+	seq     int                        // input keys handed out in this run
+	answers map[string]json.RawMessage // known answers, by key
+	pending map[string]InputRequest    // sync/gather: requests this run could not answer
 }
 
 // Logger returns the worker's logger with the task's fields.
@@ -46,19 +60,14 @@ func (c *callState) Owner() string { return c.owner }
 
 // Sync reports whether the client waits inline for this call rather than
 // holding a task handle.
-func (c *callState) Sync() bool { return c.sync }
-
-// ProgressEvent is what Progress publishes for clients that asked for
-// progress notifications (the front end forwards it).
-type ProgressEvent struct {
-	ProgressToken json.RawMessage `json:"progressToken,omitempty"`
-	Progress      float64         `json:"progress"`
-	Total         float64         `json:"total,omitempty"`
-	Message       string          `json:"message,omitempty"`
+func (c *callState) Sync() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mode != taskstate.ModeTask
 }
 
 // Progress reports how far the call has come: message becomes the task's
-// statusMessage, and clients that sent a progress token receive a progress
+// statusMessage, and a client that sent a progress token receives a progress
 // notification with progress/total. Pass total 0 when unknown.
 func (c *callState) Progress(ctx context.Context, progress, total float64, message string) error {
 	if message != "" {
@@ -73,10 +82,46 @@ func (c *callState) Progress(ctx context.Context, progress, total float64, messa
 			return fmt.Errorf("consumer: progress: %w", err)
 		}
 	}
-	tok, ok := c.meta["progressToken"]
+	tok, ok := c.meta[MetaProgressToken]
 	if !ok {
 		return nil
 	}
-	b, _ := json.Marshal(ProgressEvent{ProgressToken: tok, Progress: progress, Total: total, Message: message})
-	return c.w.bus.Publish(ctx, broker.TopicProgress, c.taskID, b)
+	p := map[string]any{"progressToken": tok, "progress": progress}
+	if total > 0 {
+		p["total"] = total
+	}
+	if message != "" {
+		p["message"] = message
+	}
+	return c.notify(ctx, "notifications/progress", p)
+}
+
+// logLevels orders the MCP log levels (RFC 5424 severities).
+var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3, "error": 4, "critical": 5, "alert": 6, "emergency": 7}
+
+// Log sends a log message to the client, if its request asked for logs at
+// this level or more severe (_meta logLevel); otherwise it does nothing.
+func (c *callState) Log(ctx context.Context, level string, data any) error {
+	raw, ok := c.meta[MetaLogLevel]
+	if !ok {
+		return nil
+	}
+	var min string
+	_ = json.Unmarshal(raw, &min)
+	lv, known := logLevels[level]
+	if !known {
+		return fmt.Errorf("consumer: unknown log level %q", level)
+	}
+	if lv < logLevels[min] {
+		return nil
+	}
+	return c.notify(ctx, "notifications/message", map[string]any{"level": level, "logger": c.tool, "data": data})
+}
+
+func (c *callState) notify(ctx context.Context, method string, params any) error {
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
+	if err != nil {
+		return fmt.Errorf("consumer: notification: %w", err)
+	}
+	return c.w.bus.Publish(ctx, broker.TopicNotify, c.taskID, b)
 }

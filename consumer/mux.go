@@ -38,6 +38,9 @@ type Tool struct {
 	Annotations map[string]any
 	// InputSchema overrides the schema inferred from the argument type.
 	InputSchema json.RawMessage
+	// InputFirst makes every call gather its input inline (MRTR rounds) and
+	// become a task only when the handler calls Continue.
+	InputFirst bool
 }
 
 // Mux routes jobs to handlers by tool name.
@@ -87,7 +90,7 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		info: taskstate.ToolInfo{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: in, OutputSchema: out, Annotations: ann,
-			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(),
+			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(), InputFirst: t.InputFirst,
 		},
 		timeout: t.Timeout,
 		run: func(ctx context.Context, cs *callState) (*Result, error) {

@@ -78,7 +78,9 @@ type ProtocolError struct {
 	Data    any
 }
 
-func (e *ProtocolError) Error() string { return fmt.Sprintf("consumer: protocol error %d: %s", e.Code, e.Message) }
+func (e *ProtocolError) Error() string {
+	return fmt.Sprintf("consumer: protocol error %d: %s", e.Code, e.Message)
+}
 
 func asToolError(err error) (*toolError, bool) {
 	var te *toolError

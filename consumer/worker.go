@@ -29,6 +29,10 @@ type Config struct {
 	MaxAttempts int
 	// Timeout bounds a handler whose Tool sets none. Default 10m.
 	Timeout time.Duration
+	// InputTimeout bounds how long a task waits for the client to answer its
+	// input requests; Ask then returns ErrInputTimeout, which fails the task
+	// unless the handler recovers. Default 30m.
+	InputTimeout time.Duration
 	// ShutdownGrace is how long Run waits for running handlers after its ctx
 	// ends before cancelling them and returning their jobs. Default 25s.
 	ShutdownGrace time.Duration
@@ -71,6 +75,9 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Minute
+	}
+	if c.InputTimeout <= 0 {
+		c.InputTimeout = 30 * time.Minute
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 25 * time.Second
@@ -291,10 +298,17 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	keeper := w.keepLease(io, hctx, d, job.TaskID, log)
 	started := w.cfg.Now()
 	log.Info().Msg("task running")
-	res, herr := w.call(hctx, e, &callState{
+	cs := &callState{
 		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner, attempt: d.Attempt(),
-		sync: rec.Sync, args: job.Arguments, meta: job.Meta,
-	})
+		args: job.Arguments, meta: job.Meta, mode: rec.Mode,
+	}
+	if cs.mode == "" {
+		cs.mode = taskstate.ModeTask
+	}
+	if raw, ok := job.Meta[MetaInputResponses]; ok {
+		_ = json.Unmarshal(raw, &cs.answers)
+	}
+	res, herr := w.call(hctx, e, cs)
 	keeper()
 	took := w.cfg.Now().Sub(started)
 
@@ -314,6 +328,10 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 
 	var rpcErr *taskstate.RPCError
 	var result json.RawMessage
+	if need, ok := cs.inputOutcome(); ok {
+		// A sync run that needs answers ends here; the client retries with them.
+		herr, result, res = nil, need, nil
+	}
 	if herr != nil {
 		if te, ok := asToolError(herr); ok {
 			res = &Result{Content: []Content{Text(te.Error())}, IsError: true}
@@ -321,7 +339,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			rpcErr = toRPCError(herr)
 		}
 	}
-	if rpcErr == nil {
+	if rpcErr == nil && result == nil {
 		result, err = json.Marshal(res)
 		if err != nil {
 			rpcErr = &taskstate.RPCError{Code: -32603, Message: "cannot encode result: " + err.Error()}

@@ -10,27 +10,28 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // The 2026-07-28 revision and its tasks extension.
 const (
-	version2026     = "2026-07-28"
-	tasksExtension  = "io.modelcontextprotocol/tasks"
-	metaVersion     = "io.modelcontextprotocol/protocolVersion"
-	metaClientCaps  = "io.modelcontextprotocol/clientCapabilities"
-	metaServerInfo  = "io.modelcontextprotocol/serverInfo"
-	headerVersion   = "MCP-Protocol-Version"
-	headerMethod    = "Mcp-Method"
-	headerName      = "Mcp-Name"
-	discoverTTLMs   = 3600000
-	listTTLMs       = 5000 // tools come and go with workers: cache briefly
-	resultComplete  = "complete"
-	resultTask      = "task"
-	defaultPollMs   = 500
-	maxProgressWait = time.Second
+	version2026         = "2026-07-28"
+	tasksExtension      = "io.modelcontextprotocol/tasks"
+	metaVersion         = "io.modelcontextprotocol/protocolVersion"
+	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
+	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	headerVersion       = "MCP-Protocol-Version"
+	headerMethod        = "Mcp-Method"
+	headerName          = "Mcp-Name"
+	discoverTTLMs       = 3600000
+	listTTLMs           = 5000 // tools come and go with workers: cache briefly
+	resultComplete      = "complete"
+	resultTask          = "task"
+	resultInputRequired = "input_required"
+	metaLogLevel        = "io.modelcontextprotocol/logLevel"
+	defaultPollMs       = 500
+	maxProgressWait     = time.Second
 )
 
 var supportedVersions = []string{version2026}
@@ -244,8 +245,10 @@ func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what s
 }
 
 type callParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   string          `json:"requestState"`
 }
 
 func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
@@ -283,12 +286,27 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		})
 		return
 	}
-	asTask := c.tasksExt && tool.TaskSupport != taskstate.TaskForbidden
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(c.req.Params, &fields)
+	_, hasResponses := fields["inputResponses"]
+	answers, rerr := s.gatherAnswers(p.Name, p.Arguments, p.InputResponses, hasResponses, p.RequestState)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+
+	mode := taskstate.ModeSync
+	if c.tasksExt && tool.TaskSupport != taskstate.TaskForbidden {
+		mode = taskstate.ModeTask
+		if tool.InputFirst {
+			mode = taskstate.ModeGather
+		}
+	}
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Era: taskstate.Era20260728, Sync: !asTask, Meta: jobMeta(c.meta),
+		Era: taskstate.Era20260728, Mode: mode, Meta: jobMeta(c.meta, answers),
 	}
-	if asTask {
+	if mode == taskstate.ModeTask {
 		t, err := s.prod.Create(ctx, req)
 		if err != nil {
 			s.internalError(w, c.req.ID, "starting the task", err)
@@ -297,19 +315,26 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeResult(w, c.req.ID, s.createTaskResult(t))
 		return
 	}
-	s.syncCall(ctx, w, r, c, req)
+	s.syncCall(ctx, w, r, c, req, answers)
 }
 
-// jobMeta keeps the request _meta entries a worker may use.
-func jobMeta(meta map[string]json.RawMessage) map[string]json.RawMessage {
-	var out map[string]json.RawMessage
+// jobMeta keeps what a worker may need from the request _meta, plus the MRTR
+// answers gathered so far.
+func jobMeta(meta map[string]json.RawMessage, answers map[string]json.RawMessage) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
 	for _, k := range []string{"progressToken", "traceparent", "tracestate"} {
 		if v, ok := meta[k]; ok {
-			if out == nil {
-				out = map[string]json.RawMessage{}
-			}
 			out[k] = v
 		}
+	}
+	if v, ok := meta[metaLogLevel]; ok {
+		out["logLevel"] = v
+	}
+	if v, ok := meta[metaClientCaps]; ok {
+		out["clientCapabilities"] = v
+	}
+	if len(answers) > 0 {
+		out["inputResponses"], _ = json.Marshal(answers)
 	}
 	return out
 }
@@ -350,7 +375,7 @@ func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
 	m["resultType"] = resultComplete
 	switch t.Status {
 	case taskstate.Completed:
-		m["result"] = json.RawMessage(t.Result)
+		m["result"] = withResultType(t.Result, resultComplete)
 	case taskstate.Failed:
 		if t.Error != nil {
 			m["error"] = t.Error
@@ -424,16 +449,33 @@ func (s *Server) tasksCancel(ctx context.Context, w http.ResponseWriter, c *call
 }
 
 func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call) {
-	p, _, rerr := s.taskFor(ctx, c)
+	p, t, rerr := s.taskFor(ctx, c)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return
 	}
 	if p.InputResponses == nil {
-		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object"))
+		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object mapping request keys to results"))
 		return
 	}
-	// Store answers to outstanding requests; keys not outstanding are ignored.
+	// Check every answer to an outstanding request before changing anything;
+	// keys that are not outstanding are ignored.
+	for k, v := range p.InputResponses {
+		raw, open := t.InputRequests[k]
+		if !open {
+			continue
+		}
+		var req struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(raw, &req)
+		if err := validateInputResponse(req.Method, v); err != nil {
+			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err)))
+			return
+		}
+	}
+	// Store the answers; the worker waiting on the task sees them through
+	// the record's change feed, on whichever replica this runs.
 	_, err := taskstate.Mutate(ctx, s.store, p.TaskID, s.cfg.Now, func(t *taskstate.Task) error {
 		n := 0
 		for k, v := range p.InputResponses {
@@ -455,11 +497,7 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-		_ = s.bus.Publish(ctx, broker.TopicInput, p.TaskID, nil)
-	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
-	default:
+	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
 		s.internalError(w, c.req.ID, "storing input responses", err)
 		return
 	}

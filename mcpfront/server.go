@@ -8,6 +8,7 @@ package mcpfront
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,8 +44,13 @@ type Config struct {
 	SyncTimeout time.Duration
 	// MaxBody bounds a request body. Default 4 MiB.
 	MaxBody int64
-	Logger  zerolog.Logger
-	Now     func() time.Time
+	// StateKey signs MRTR requestState tokens. Replicas behind one load
+	// balancer must share it; when empty a random per-process key is used.
+	StateKey []byte
+	// RequestStateTTL bounds how long a requestState stays valid. Default 1h.
+	RequestStateTTL time.Duration
+	Logger          zerolog.Logger
+	Now             func() time.Time
 }
 
 // Server is the MCP HTTP handler.
@@ -58,7 +64,8 @@ type Server struct {
 	hosts   map[string]bool
 	origins map[string]bool
 
-	schemas sync.Map // tool name → *compiledSchema
+	schemas  sync.Map // tool name → *compiledSchema
+	stateKey []byte
 }
 
 type compiledSchema struct {
@@ -88,8 +95,18 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.RequestStateTTL <= 0 {
+		c.RequestStateTTL = time.Hour
+	}
+	key := c.StateKey
+	if len(key) == 0 {
+		key = make([]byte, 32)
+		_, _ = rand.Read(key)
+		c.Logger.Warn().Msg("no MRTR state key configured: using a random one; replicas behind one load balancer need a shared key (MCPQ_STATE_KEY)")
+	}
 	s := &Server{
-		prod: p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
+		stateKey: key,
+		prod:     p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
 	}
 	for _, h := range c.AllowedHosts {

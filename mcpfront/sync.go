@@ -14,54 +14,37 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// syncCall runs a tool call for a client that did not negotiate tasks: the
-// call still becomes a task record and a job (one execution path), and the
-// reply waits for the record to turn terminal, bounded by SyncTimeout. If the
-// client asked for progress and accepts SSE, progress notifications stream
-// ahead of the result.
-func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, req *producer.Request) {
+// syncCall serves a call whose client waits inline (ModeSync), or which
+// gathers its input inline before becoming a task (ModeGather). The call
+// still becomes a task record and a job (one execution path); the reply waits
+// for the record to turn terminal — or, in ModeGather, to become a task —
+// bounded by SyncTimeout. Notifications the handler sends (progress, logs)
+// stream ahead of the result when the client accepts SSE.
+func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, req *producer.Request, answers map[string]json.RawMessage) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
 
-	var stream *sseWriter
-	if _, wantsProgress := req.Meta["progressToken"]; wantsProgress && acceptsSSE(r) {
-		stream = newSSE(w)
-		sub, err := s.bus.Subscribe(ctx, broker.TopicProgress, req.ID, func(_ string, data []byte) {
-			stream.event(notification("notifications/progress", data))
+	out := &replier{w: w, id: c.req.ID}
+	_, progress := req.Meta["progressToken"]
+	_, logs := req.Meta["logLevel"]
+	if (progress || logs) && acceptsSSE(r) {
+		out.stream = &sseWriter{w: w}
+		sub, err := s.bus.Subscribe(ctx, broker.TopicNotify, req.ID, func(_ string, data []byte) {
+			out.stream.event(data)
 		})
 		if err != nil {
-			s.internalError(w, c.req.ID, "subscribing to progress", err)
+			s.internalError(w, c.req.ID, "subscribing to notifications", err)
 			return
 		}
 		defer sub.Close()
 	}
-	reply := func(v any) {
-		if stream != nil {
-			b, _ := json.Marshal(v)
-			stream.final(b)
-			return
-		}
-		switch v := v.(type) {
-		case *rpcError:
-			writeError(w, c.req.ID, v)
-		default:
-			writeResult(w, c.req.ID, v)
-		}
-	}
-	replyErr := func(e *rpcError) {
-		if stream != nil {
-			reply(response{JSONRPC: "2.0", ID: c.req.ID, Error: e})
-			return
-		}
-		reply(e)
-	}
 
 	if _, err := s.prod.Create(ctx, req); err != nil {
-		s.log.Error().Err(err).Str("tool", req.Tool).Msg("starting sync call")
-		replyErr(errorf(codeInternal, http.StatusInternalServerError, "internal error: the call could not be started"))
+		s.log.Error().Err(err).Str("tool", req.Tool).Msg("starting call")
+		out.fail(errorf(codeInternal, http.StatusInternalServerError, "internal error: the call could not be started"))
 		return
 	}
-	final, err := s.waitTerminal(ctx, req.ID)
+	final, err := s.waitCall(ctx, req.ID, req.Mode == taskstate.ModeGather)
 	if err != nil {
 		// Nobody will read this task: stop it. A client that went away
 		// cancels its request (2026-07-28: closing the stream is cancel).
@@ -69,40 +52,54 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		defer dcancel()
 		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
 		if errors.Is(err, context.DeadlineExceeded) {
-			replyErr(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
+			out.fail(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
 		}
 		return
 	}
-	switch final.Status {
-	case taskstate.Completed:
-		res := withResultType(final.Result, resultComplete)
-		if stream != nil {
-			reply(response{JSONRPC: "2.0", ID: c.req.ID, Result: res})
+	switch {
+	case !final.Status.Terminal(): // ModeGather: the handler continues as a task
+		out.result(s.createTaskResult(final))
+	case final.Status == taskstate.Completed && isInputRequired(final.Result):
+		reply, err := s.inputRequiredReply(req.Tool, req.Arguments, answers, final.Result)
+		if err != nil {
+			out.fail(errorf(codeInternal, http.StatusOK, "internal error: unreadable input request"))
 			return
 		}
-		reply(res)
-	case taskstate.Failed:
-		e := errorf(codeInternal, http.StatusOK, "tool failed")
-		if final.Error != nil {
-			e = &rpcError{Code: final.Error.Code, Message: final.Error.Message}
-			if len(final.Error.Data) > 0 {
-				e.Data = final.Error.Data
-			}
-		}
-		replyErr(e)
+		out.result(reply)
+	case final.Status == taskstate.Completed:
+		out.result(withResultType(final.Result, resultComplete))
+	case final.Status == taskstate.Failed:
+		out.fail(storedError(final.Error))
 	default:
-		replyErr(errorf(codeInternal, http.StatusOK, "the call was cancelled"))
+		out.fail(errorf(codeInternal, http.StatusOK, "the call was cancelled"))
 	}
 }
 
-// waitTerminal blocks until the task is terminal or ctx ends.
-func (s *Server) waitTerminal(ctx context.Context, id string) (*taskstate.Task, error) {
+// storedError turns a failed record's error into the reply error; an MCP
+// capability error keeps its HTTP 400.
+func storedError(e *taskstate.RPCError) *rpcError {
+	if e == nil {
+		return errorf(codeInternal, http.StatusOK, "tool failed")
+	}
+	out := &rpcError{Code: e.Code, Message: e.Message}
+	if len(e.Data) > 0 {
+		out.Data = e.Data
+	}
+	switch e.Code {
+	case codeMissingCapability, codeHeaderMismatch, codeUnsupportedVer:
+		out.status = http.StatusBadRequest
+	}
+	return out
+}
+
+// waitCall blocks until the task is terminal, or (gather) a task, or ctx ends.
+func (s *Server) waitCall(ctx context.Context, id string, gather bool) (*taskstate.Task, error) {
 	ch, err := s.store.Watch(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	for t := range ch {
-		if t.Status.Terminal() {
+		if t.Status.Terminal() || gather && t.Mode == taskstate.ModeTask {
 			return t, nil
 		}
 	}
@@ -110,6 +107,32 @@ func (s *Server) waitTerminal(ctx context.Context, id string) (*taskstate.Task, 
 		return nil, ctx.Err()
 	}
 	return nil, taskstate.ErrNotFound
+}
+
+// replier writes the final answer of a request as JSON, or as the last
+// event of its SSE stream when one was opened.
+type replier struct {
+	w      http.ResponseWriter
+	id     json.RawMessage
+	stream *sseWriter
+}
+
+func (r *replier) result(v any) {
+	if r.stream != nil {
+		b, _ := json.Marshal(response{JSONRPC: "2.0", ID: r.id, Result: v})
+		r.stream.final(b)
+		return
+	}
+	writeResult(r.w, r.id, v)
+}
+
+func (r *replier) fail(e *rpcError) {
+	if r.stream != nil {
+		b, _ := json.Marshal(response{JSONRPC: "2.0", ID: r.id, Error: e})
+		r.stream.final(b)
+		return
+	}
+	writeError(r.w, r.id, e)
 }
 
 // withResultType adds "resultType" to a stored CallToolResult object.
@@ -123,11 +146,6 @@ func withResultType(result json.RawMessage, rt string) json.RawMessage {
 	return b
 }
 
-func notification(method string, params json.RawMessage) []byte {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
-	return b
-}
-
 func acceptsSSE(r *http.Request) bool {
 	for _, v := range r.Header.Values("Accept") {
 		if strings.Contains(v, "text/event-stream") {
@@ -137,31 +155,28 @@ func acceptsSSE(r *http.Request) bool {
 	return false
 }
 
-// sseWriter writes JSON-RPC messages as server-sent events. It is safe for
-// concurrent use (progress arrives on bus goroutines).
+// sseWriter writes JSON-RPC messages as server-sent events, one data line
+// each. It is safe for concurrent use (notifications arrive on bus
+// goroutines) and drops anything after the final message.
 type sseWriter struct {
 	mu      sync.Mutex
 	w       http.ResponseWriter
 	started bool
-	done    bool // the final message is written; later events are dropped
+	done    bool
 }
+
+func (s *sseWriter) event(data []byte) { s.write(data, false) }
 
 // final writes the last message of the stream.
-func (s *sseWriter) final(data []byte) {
-	s.event(data)
-	s.mu.Lock()
-	s.done = true
-	s.mu.Unlock()
-}
+func (s *sseWriter) final(data []byte) { s.write(data, true) }
 
-func newSSE(w http.ResponseWriter) *sseWriter { return &sseWriter{w: w} }
-
-func (s *sseWriter) event(data []byte) {
+func (s *sseWriter) write(data []byte, last bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
 		return
 	}
+	s.done = last
 	if !s.started {
 		h := s.w.Header()
 		h.Set("Content-Type", "text/event-stream")

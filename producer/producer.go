@@ -82,8 +82,8 @@ type Request struct {
 	Arguments json.RawMessage
 	Owner     string
 	Era       taskstate.Era
-	// Sync marks a call whose client waits inline for the result.
-	Sync bool
+	// Mode says who waits (see taskstate.Mode). Default ModeTask.
+	Mode taskstate.Mode
 	Meta map[string]json.RawMessage
 	// ID, when set, makes Create idempotent: a retry with the same id returns
 	// the existing record instead of starting a second job.
@@ -99,6 +99,9 @@ var ErrStart = errors.New("producer: job not started")
 func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, error) {
 	now := p.cfg.Now().UTC()
 	id := r.ID
+	if r.Mode == "" {
+		r.Mode = taskstate.ModeTask
+	}
 	if id == "" {
 		id = taskstate.NewID()
 	}
@@ -108,7 +111,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Arguments:      r.Arguments,
 		Owner:          r.Owner,
 		Era:            r.Era,
-		Sync:           r.Sync,
+		Mode:           r.Mode,
 		Status:         taskstate.Working,
 		CreatedAt:      now,
 		LastUpdatedAt:  now,
@@ -139,7 +142,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		}
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	p.cfg.Logger.Debug().Str("task", id).Str("tool", r.Tool).Str("era", string(r.Era)).Bool("sync", r.Sync).Msg("task created")
+	p.cfg.Logger.Debug().Str("task", id).Str("tool", r.Tool).Str("era", string(r.Era)).Str("mode", string(t.Mode)).Msg("task created")
 	return t, nil
 }
 

@@ -51,6 +51,9 @@ type ToolInfo struct {
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 	TaskSupport  TaskSupport     `json:"taskSupport"`
 	TimeoutMs    int64           `json:"timeoutMs,omitempty"`
+	// InputFirst: the call gathers its input inline (MRTR) before it becomes
+	// a task, even for clients that support tasks.
+	InputFirst bool `json:"inputFirst,omitempty"`
 }
 
 // Mutate reads the record, lets decide change it, and writes it back with a

@@ -47,6 +47,23 @@ func CanTransition(from, to Status) bool {
 	return true // working ⇄ input_required, and either → any terminal status
 }
 
+// Mode says who waits for a task and how its input requests travel.
+type Mode string
+
+const (
+	// ModeTask: the client holds a task handle and polls; input requests go
+	// on the record (input_required) and answers come back through it.
+	ModeTask Mode = "task"
+	// ModeSync: the client waits inline for the result. A handler that needs
+	// input ends the run with an input-required outcome (MRTR) and runs again
+	// when the client retries with the answers.
+	ModeSync Mode = "sync"
+	// ModeGather: like ModeSync until the handler has the input it needs and
+	// calls Continue; from then on it is a task and the waiting client gets
+	// the task handle.
+	ModeGather Mode = "gather"
+)
+
 // Era names the wire a task was created on.
 type Era string
 
@@ -78,7 +95,7 @@ type Task struct {
 	Arguments     json.RawMessage `json:"arguments,omitempty"`
 	Owner         string          `json:"owner,omitempty"`
 	Era           Era             `json:"era"`
-	Sync          bool            `json:"sync,omitempty"` // a caller waits inline for the result
+	Mode          Mode            `json:"mode"`
 	Status        Status          `json:"status"`
 	StatusMessage string          `json:"statusMessage,omitempty"`
 	CreatedAt     time.Time       `json:"createdAt"`

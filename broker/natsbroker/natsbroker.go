@@ -142,18 +142,48 @@ type consumer struct {
 }
 
 // pullWait bounds one pull request; Next re-issues it until a job arrives.
-const pullWait = 20 * time.Second
+// It also bounds how long a pull abandoned by a cancelled Next stays open on
+// the server (see release).
+const pullWait = 5 * time.Second
 
 func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		pctx, cancel := context.WithTimeout(ctx, pullWait)
-		msg, err := c.c.Next(jetstream.FetchContext(pctx))
-		cancel()
-		switch {
-		case err == nil:
+		wait := pullWait
+		if dl, ok := ctx.Deadline(); ok {
+			wait = min(wait, max(time.Until(dl), time.Millisecond))
+		}
+		// Not FetchContext: on cancel it drops a message already on its way
+		// to us, which then sits out a whole lease. We watch ctx ourselves
+		// and hand such a message back (release).
+		batch, err := c.c.Fetch(1, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			if errors.Is(err, nats.ErrConnectionClosed) {
+				return nil, broker.ErrClosed
+			}
+			if err := backoff(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		select {
+		case msg, ok := <-batch.Messages():
+			if !ok {
+				switch err := batch.Error(); {
+				case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
+					// The pull expired empty: ask again.
+				case errors.Is(err, nats.ErrConnectionClosed):
+					return nil, broker.ErrClosed
+				default:
+					// Transient (reconnecting, leader election).
+					if err := backoff(ctx); err != nil {
+						return nil, err
+					}
+				}
+				continue
+			}
 			d, derr := newDelivery(msg)
 			if derr != nil {
 				// A message we cannot read will never run: drop it for good.
@@ -161,20 +191,32 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 				continue
 			}
 			return d, nil
-		case ctx.Err() != nil:
+		case <-ctx.Done():
+			go release(batch)
 			return nil, ctx.Err()
-		case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, jetstream.ErrNoMessages):
-			continue
-		case errors.Is(err, nats.ErrConnectionClosed):
-			return nil, broker.ErrClosed
-		default:
-			// Transient (reconnecting, leader election): back off briefly.
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
 		}
+	}
+}
+
+// release hands back to the queue whatever still arrives for a pull request
+// that its Next gave up on. The server keeps the request open until it
+// expires or notices the client's interest is gone, and a job sent to it in
+// that window would otherwise stay invisible for a whole lease. The Nak
+// counts as a delivery: the job's next Attempt is one higher.
+func release(batch jetstream.MessageBatch) {
+	for msg := range batch.Messages() {
+		_ = msg.Nak()
+	}
+}
+
+func backoff(ctx context.Context) error {
+	t := time.NewTimer(250 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -222,6 +264,21 @@ func subjectToken(s string) string {
 	}, s)
 }
 
+// subjectSafe reports whether a task id is one plain subject token: no
+// separator, wildcard or space. Every id taskstate.NewID makes is.
+func subjectSafe(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // Bus is the core-NATS implementation of broker.Bus.
 type Bus struct {
 	nc     *nats.Conn
@@ -244,8 +301,8 @@ func (b *Bus) subject(topic broker.Topic, taskID string) string {
 }
 
 func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data []byte) error {
-	if taskID == "" {
-		return fmt.Errorf("natsbroker: publish %s: empty task id", topic)
+	if !subjectSafe(taskID) {
+		return fmt.Errorf("natsbroker: publish %s: invalid task id %q", topic, taskID)
 	}
 	if err := b.nc.Publish(b.subject(topic, taskID), data); err != nil {
 		return fmt.Errorf("natsbroker: publish %s: %w", topic, err)
@@ -254,6 +311,10 @@ func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data
 }
 
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
+	if taskID != "" && !subjectSafe(taskID) {
+		// "a.>" or "*" would subscribe to other tasks' messages.
+		return nil, fmt.Errorf("natsbroker: subscribe %s: invalid task id %q", topic, taskID)
+	}
 	cut := len(b.prefix) + len(topic) + 2
 	sub, err := b.nc.Subscribe(b.subject(topic, taskID), func(m *nats.Msg) {
 		if len(m.Subject) > cut {

@@ -64,6 +64,7 @@ func Register(mux *consumer.Mux) {
 		Name: "wait", Title: "Wait", Description: "Waits the given number of milliseconds, then reports how long it waited. Cancellable.",
 		Timeout: 10 * time.Minute,
 	}, func(ctx context.Context, c *consumer.Call[WaitArgs]) (*consumer.Result, error) {
+		_ = c.Progress(ctx, 0, 0, fmt.Sprintf("waiting %d ms", c.Args.Ms))
 		if err := sleep(ctx, time.Duration(c.Args.Ms)*time.Millisecond); err != nil {
 			c.Logger().Info().Err(context.Cause(ctx)).Msg("wait: handler observed cancellation")
 			return nil, err

@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+)
+
+// conformanceScenarios are the official suite's scenarios that apply to a
+// tool/task server on the 2026-07-28 wire. Each runs against api and the
+// conformance worker as separate processes over NATS, so every fixture call
+// crosses the whole queue path.
+var conformanceScenarios = []string{
+	// tasks extension
+	"tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
+	"tasks-request-headers", "tasks-required-task-error", "tasks-mrtr-input",
+	"tasks-mrtr-composition", "tasks-dispatch-and-envelope", "tasks-request-state-removal",
+	// 2026-07-28 core
+	"server-stateless", "tools-list", "dns-rebinding-protection", "http-header-validation",
+	"tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",
+	"tools-call-mixed-content", "tools-call-error", "tools-call-with-progress", "json-schema-2020-12",
+	// MRTR
+	"input-required-result-basic-elicitation", "input-required-result-basic-list-roots",
+	"input-required-result-basic-sampling", "input-required-result-capability-check",
+	"input-required-result-ignore-extra-params", "input-required-result-missing-input-response",
+	"input-required-result-multi-round", "input-required-result-multiple-input-requests",
+	"input-required-result-request-state", "input-required-result-result-type",
+	"input-required-result-tampered-state", "input-required-result-unsupported-methods",
+	"input-required-result-validate-input",
+}
+
+func TestConformanceSuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("conformance suite skipped in -short mode")
+	}
+	s := newSystem(t)
+	harness.Worker(t, s.bins.Conformance, "conformance-worker", s.nats, s.prefix)
+
+	cmd := exec.Command(filepath.Join(harness.RepoRoot(), "scripts", "conformance.sh"),
+		append([]string{s.mcpURL}, conformanceScenarios...)...)
+	cmd.Env = os.Environ()
+	out, err := cmd.CombinedOutput()
+	summary := string(out)
+	if i := strings.Index(summary, "=== conformance summary"); i >= 0 {
+		summary = summary[i:]
+	}
+	t.Logf("\n%s", summary)
+	if err != nil {
+		t.Fatalf("conformance suite failed (%v); full output:\n%s", err, out)
+	}
+	if n := strings.Count(summary, "\nPASS "); n != len(conformanceScenarios) {
+		t.Fatalf("expected %d passing scenarios, saw %d", len(conformanceScenarios), n)
+	}
+}

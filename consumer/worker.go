@@ -104,6 +104,7 @@ var (
 	ErrTaskCancelled = errors.New("consumer: task cancelled")
 	ErrShutdown      = errors.New("consumer: worker shutting down")
 	errTimeout       = errors.New("consumer: tool timed out")
+	errExhausted     = errors.New("consumer: attempts exhausted")
 )
 
 // Run publishes mux's tools, pulls jobs with Concurrency slots and runs them
@@ -116,9 +117,11 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	}
 	cons, err := w.queue.Consumer(ctx, broker.ConsumerOptions{
 		Lease: w.cfg.Lease,
-		// One delivery beyond MaxAttempts lets a worker see the exhausted
-		// job and fail its task, even when the last attempt crashed.
-		MaxDeliveries: w.cfg.MaxAttempts + 1,
+		// Attempts are counted on the record (real handler starts); the
+		// broker's delivery count only backstops jobs that cannot even be
+		// read. It runs ahead of real attempts: a delivery into a pull
+		// request that a stopped worker left behind counts too.
+		MaxDeliveries: w.maxDeliveries(),
 	})
 	if err != nil {
 		return err
@@ -177,6 +180,8 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	return nil
 }
 
+func (w *Worker) maxDeliveries() int { return 10 * w.cfg.MaxAttempts }
+
 func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	if w.catalog == nil {
 		return nil
@@ -229,7 +234,7 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
-	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Int("attempt", d.Attempt()).Logger()
+	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Int("delivery", d.Attempt()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
@@ -258,35 +263,42 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 
 	e := mux.tools[job.Tool]
-	if d.Attempt() > w.cfg.MaxAttempts || e == nil && d.Attempt() >= w.cfg.MaxAttempts {
-		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
-		if e == nil {
-			msg = fmt.Sprintf("no worker serves tool %q", job.Tool)
-		}
-		w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
-		_ = d.Term(io, msg)
-		return
-	}
 	if e == nil {
+		if d.Attempt() >= w.maxDeliveries()-1 {
+			msg := fmt.Sprintf("no worker serves tool %q", job.Tool)
+			w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+			_ = d.Term(io, msg)
+			return
+		}
 		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
 		_ = d.Retry(io, 2*time.Second)
 		return
 	}
 
+	// Take the task: count the attempt and hold the lease, both on the record.
 	rec, err = taskstate.Mutate(io, w.store, job.TaskID, w.cfg.Now, func(t *taskstate.Task) error {
-		t.Attempt = d.Attempt()
+		if t.Attempt >= w.cfg.MaxAttempts {
+			return errExhausted
+		}
+		t.Attempt++
 		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
 		return nil
 	})
-	if err != nil {
-		if errors.Is(err, taskstate.ErrInvalidChange) { // turned terminal meanwhile
-			_ = d.Ack(io)
-			return
-		}
+	switch {
+	case errors.Is(err, errExhausted):
+		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
+		w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+		_ = d.Term(io, msg)
+		return
+	case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
+		_ = d.Ack(io)
+		return
+	case err != nil:
 		log.Error().Err(err).Msg("taking the lease; retrying job")
 		_ = d.Retry(io, time.Second)
 		return
 	}
+	log = log.With().Int("attempt", rec.Attempt).Logger()
 
 	timeout := e.timeout
 	if timeout <= 0 {
@@ -299,7 +311,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	started := w.cfg.Now()
 	log.Info().Msg("task running")
 	cs := &callState{
-		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner, attempt: d.Attempt(),
+		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner, attempt: rec.Attempt,
 		args: job.Arguments, meta: job.Meta, mode: rec.Mode,
 	}
 	if cs.mode == "" {
@@ -314,7 +326,13 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 
 	switch cause := context.Cause(hctx); {
 	case errors.Is(cause, ErrShutdown):
+		// Not the task's fault: this run does not count as an attempt.
 		log.Info().Msg("shutdown interrupted the task; returning the job to the queue")
+		_, _ = taskstate.Mutate(io, w.store, job.TaskID, w.cfg.Now, func(t *taskstate.Task) error {
+			t.Attempt--
+			t.Lease = nil
+			return nil
+		})
 		_ = d.Retry(io, 0)
 		return
 	case errors.Is(cause, ErrTaskCancelled):

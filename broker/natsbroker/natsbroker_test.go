@@ -2,6 +2,7 @@ package natsbroker_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -61,4 +62,45 @@ func TestBusContractOneConnection(t *testing.T) {
 		nc, _ := srv.Connect(t)
 		return natsbroker.NewBus(nc, &natsbroker.Config{BusPrefix: natstest.Name(t) + ".bus"})
 	})
+}
+
+// Task ids become subject tokens: anything that is not one plain token is
+// refused, so "x.>" or "*" can never widen a subscription.
+func TestBusRefusesUnsafeTaskIDs(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc, _ := srv.Connect(t)
+	bus := natsbroker.NewBus(nc, &natsbroker.Config{BusPrefix: natstest.Name(t)})
+	ctx := t.Context()
+	for _, id := range []string{"a.b", "*", ">", "x.>", "a b", "a\r\nb", "tab\there"} {
+		if err := bus.Publish(ctx, broker.TopicCancel, id, nil); err == nil {
+			t.Errorf("Publish with task id %q succeeded", id)
+		}
+		sub, err := bus.Subscribe(ctx, broker.TopicCancel, id, func(string, []byte) {})
+		if err == nil {
+			_ = sub.Close()
+			t.Errorf("Subscribe with task id %q succeeded", id)
+		}
+	}
+}
+
+func TestNextOnClosedConnection(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	name := natstest.Name(t)
+	q, err := natsbroker.NewQueue(t.Context(), js, &natsbroker.Config{Stream: name, Subject: name, Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := q.Consumer(t.Context(), broker.ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if d, err := c.Next(ctx); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("Next on a closed connection = %v, %v; want broker.ErrClosed", d, err)
+	}
 }

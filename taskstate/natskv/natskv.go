@@ -162,6 +162,14 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
+	if t.Revision == 0 {
+		// Revision 0 would tell JetStream "no message yet on this subject",
+		// turning Update into a create. No stored record has revision 0.
+		if _, err := s.Get(ctx, t.ID); err != nil {
+			return err
+		}
+		return taskstate.ErrConflict
+	}
 	opts := []jetstream.PublishOpt{jetstream.WithExpectLastSequencePerSubject(t.Revision)}
 	if t.Status.Terminal() && t.TTLMs > 0 {
 		ttl := t.TTL()
@@ -172,7 +180,8 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	}
 	ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subj + t.ID, Data: b}, opts...)
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) { // 10164: replicated streams
 		return taskstate.ErrConflict
 	}
 	if err != nil {
@@ -286,8 +295,8 @@ func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, er
 				}
 				var t *taskstate.Task
 				if e.Operation() == jetstream.KeyValuePut {
-					t, err = taskstate.Decode(e.Value(), e.Revision())
-					if err != nil {
+					var err error
+					if t, err = taskstate.Decode(e.Value(), e.Revision()); err != nil {
 						continue
 					}
 				}
@@ -345,8 +354,17 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.tools.Put(ctx, toolKey(t.Name), b); err != nil {
+	rev, err := s.tools.Put(ctx, toolKey(t.Name), b)
+	if err != nil {
 		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
+	}
+	// Read your own writes: the cache's watcher may not have seen the put yet.
+	s.mu.Lock()
+	c := s.catalog
+	s.mu.Unlock()
+	if c != nil {
+		info := *t
+		c.set(toolKey(t.Name), &info, rev)
 	}
 	return nil
 }
@@ -382,10 +400,17 @@ func (s *Store) cat(ctx context.Context) (*catalogCache, error) {
 }
 
 // catalogCache mirrors the tool bucket in memory through a watcher, so
-// tools/list and argument validation cost no round trip.
+// tools/list and argument validation cost no round trip. PublishTool also
+// writes through it, so entries carry the bucket revision and an older
+// version (or deletion) never replaces a newer one.
 type catalogCache struct {
 	mu    sync.RWMutex
-	tools map[string]*taskstate.ToolInfo // by toolKey
+	tools map[string]catalogEntry // by toolKey
+}
+
+type catalogEntry struct {
+	tool *taskstate.ToolInfo // nil: deleted or expired
+	rev  uint64
 }
 
 func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*catalogCache, error) {
@@ -395,7 +420,7 @@ func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan stru
 		cancel()
 		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
 	}
-	c := &catalogCache{tools: map[string]*taskstate.ToolInfo{}}
+	c := &catalogCache{tools: map[string]catalogEntry{}}
 	ready := make(chan struct{})
 	go func() {
 		defer cancel()
@@ -430,34 +455,46 @@ func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan stru
 }
 
 func (c *catalogCache) apply(e jetstream.KeyValueEntry) {
+	var t *taskstate.ToolInfo
+	if e.Operation() == jetstream.KeyValuePut {
+		var err error
+		if t, err = decodeTool(e.Value()); err != nil {
+			return
+		}
+	}
+	c.set(e.Key(), t, e.Revision())
+}
+
+// set records version rev of key (t nil: gone) unless it already holds a
+// newer one.
+func (c *catalogCache) set(key string, t *taskstate.ToolInfo, rev uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.Operation() != jetstream.KeyValuePut {
-		delete(c.tools, e.Key())
+	if cur, ok := c.tools[key]; ok && cur.rev >= rev {
 		return
 	}
-	t, err := decodeTool(e.Value())
-	if err != nil {
-		return
-	}
-	c.tools[e.Key()] = t
+	c.tools[key] = catalogEntry{tool: t, rev: rev}
 }
 
 func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	t, ok := c.tools[toolKey(name)]
-	if !ok {
+	e := c.tools[toolKey(name)]
+	if e.tool == nil {
 		return nil, taskstate.ErrNotFound
 	}
-	return t, nil
+	t := *e.tool
+	return &t, nil
 }
 
 func (c *catalogCache) list() []*taskstate.ToolInfo {
 	c.mu.RLock()
 	out := make([]*taskstate.ToolInfo, 0, len(c.tools))
-	for _, t := range c.tools {
-		out = append(out, t)
+	for _, e := range c.tools {
+		if e.tool != nil {
+			t := *e.tool
+			out = append(out, &t)
+		}
 	}
 	c.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

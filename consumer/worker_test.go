@@ -1,0 +1,404 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
+	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+)
+
+type env struct {
+	queue broker.Queue
+	bus   broker.Bus
+	store *natskv.Store
+	prod  *producer.Producer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	name := natstest.Name(t)
+	ctx := context.Background()
+	cfg := &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", BusPrefix: name + ".bus", Memory: true}
+	q, err := natsbroker.NewQueue(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	bus := natsbroker.NewBus(nc, cfg)
+	return &env{queue: q, bus: bus, store: st, prod: producer.New(st, producer.QueueExecutor{Queue: q, Bus: bus}, nil)}
+}
+
+// run starts a worker for mux and returns a stop function that cancels it and
+// waits for Run to return.
+func (e *env) run(t *testing.T, mux *consumer.Mux, cfg *consumer.Config) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := consumer.New(e.queue, e.store, e.store, e.bus, cfg)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, mux) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (e *env) create(t *testing.T, tool string, args any) string {
+	t.Helper()
+	b, _ := json.Marshal(args)
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: tool, Arguments: b, Era: taskstate.Era20260728})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.ID
+}
+
+// waitFor watches the record until cond holds (or 15s pass).
+func (e *env) waitFor(t *testing.T, id string, cond func(*taskstate.Task) bool) *taskstate.Task {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ch, err := e.store.Watch(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *taskstate.Task
+	for tk := range ch {
+		last = tk
+		if cond(tk) {
+			return tk
+		}
+	}
+	t.Fatalf("task %s never reached the expected state; last: %+v", id, last)
+	return nil
+}
+
+func terminal(tk *taskstate.Task) bool { return tk.Status.Terminal() }
+
+type none struct{}
+
+func TestTimeoutFailsTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "slow", Timeout: 100 * time.Millisecond},
+		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+	e.run(t, mux, nil)
+	tk := e.waitFor(t, e.create(t, "slow", none{}), terminal)
+	if tk.Status != taskstate.Failed || tk.Error == nil || !strings.Contains(tk.Error.Message, "timed out after 100ms") {
+		t.Fatalf("want failed with a timeout message, got %s %+v", tk.Status, tk.Error)
+	}
+}
+
+func TestToolErrorPanicAndProtocolError(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "tool_error"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		return nil, consumer.ToolError(errors.New("bad input, try again"))
+	})
+	consumer.Handle(mux, consumer.Tool{Name: "panics"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		panic("boom")
+	})
+	consumer.Handle(mux, consumer.Tool{Name: "protocol"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		return nil, &consumer.ProtocolError{Code: -32042, Message: "custom"}
+	})
+	e.run(t, mux, nil)
+
+	tk := e.waitFor(t, e.create(t, "tool_error", none{}), terminal)
+	var res consumer.Result
+	_ = json.Unmarshal(tk.Result, &res)
+	if tk.Status != taskstate.Completed || !res.IsError || *res.Content[0].Text != "bad input, try again" {
+		t.Fatalf("tool error: want completed+isError, got %s %s", tk.Status, tk.Result)
+	}
+	tk = e.waitFor(t, e.create(t, "panics", none{}), terminal)
+	if tk.Status != taskstate.Failed || !strings.Contains(tk.Error.Message, "panicked: boom") {
+		t.Fatalf("panic: want failed, got %s %+v", tk.Status, tk.Error)
+	}
+	tk = e.waitFor(t, e.create(t, "protocol", none{}), terminal)
+	if tk.Status != taskstate.Failed || tk.Error.Code != -32042 || tk.Result != nil {
+		t.Fatalf("protocol error: got %s %+v %s", tk.Status, tk.Error, tk.Result)
+	}
+}
+
+func TestLeaseExtendedForLongHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var runs atomic.Int32
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		runs.Add(1)
+		select { // three times the lease: only renewals keep the job here
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return consumer.TextResult("done"), nil
+	})
+	e.run(t, mux, &consumer.Config{Lease: time.Second, Concurrency: 2})
+	tk := e.waitFor(t, e.create(t, "long", none{}), terminal)
+	if tk.Status != taskstate.Completed || tk.Attempt != 1 || runs.Load() != 1 {
+		t.Fatalf("want one run completing on attempt 1, got %s attempt=%d runs=%d", tk.Status, tk.Attempt, runs.Load())
+	}
+}
+
+func TestExhaustedAttemptsFailTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	id := e.create(t, "crashy", none{})
+	// A worker takes the job, starts it and dies without a word: the
+	// delivery is never acked, so the lease lapses and the job comes back.
+	cons, err := e.queue.Consumer(context.Background(), broker.ConsumerOptions{Lease: time.Second, MaxDeliveries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cons.Next(ctx); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	if _, err := taskstate.Mutate(ctx, e.store, id, time.Now, func(t *taskstate.Task) error { t.Attempt = 1; return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	var ran atomic.Bool
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "crashy"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		ran.Store(true)
+		return consumer.TextResult("should not run"), nil
+	})
+	e.run(t, mux, &consumer.Config{Lease: time.Second, MaxAttempts: 1})
+	tk := e.waitFor(t, id, terminal)
+	if tk.Status != taskstate.Failed || !strings.Contains(tk.StatusMessage, "gave up after 1 attempts") || ran.Load() {
+		t.Fatalf("want failed after exhausting attempts without running, got %s %q ran=%v", tk.Status, tk.StatusMessage, ran.Load())
+	}
+}
+
+func TestCancelReachesRunningHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{})
+	cause := make(chan error, 1)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "block"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		close(started)
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return consumer.TextResult("a late result that must not win"), nil
+	})
+	e.run(t, mux, nil)
+	id := e.create(t, "block", none{})
+	<-started
+	begin := time.Now()
+	if _, err := e.prod.Cancel(context.Background(), id, "test"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, consumer.ErrTaskCancelled) {
+			t.Fatalf("handler ctx ended with %v, want ErrTaskCancelled", err)
+		}
+		t.Logf("cancel reached the handler in %s", time.Since(begin))
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler never saw the cancellation")
+	}
+	tk := e.waitFor(t, id, terminal)
+	if tk.Status != taskstate.Cancelled {
+		t.Fatalf("status %s, want cancelled (sticky)", tk.Status)
+	}
+	if _, err := e.prod.Cancel(context.Background(), id, "again"); !errors.Is(err, producer.ErrTerminal) {
+		t.Fatalf("second cancel: %v, want ErrTerminal", err)
+	}
+}
+
+func TestDrainFinishesRunningHandlers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{})
+	release := make(chan struct{})
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "job"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		close(started)
+		<-release
+		return consumer.TextResult("finished during drain"), nil
+	})
+	stop := e.run(t, mux, &consumer.Config{ShutdownGrace: time.Minute})
+	id := e.create(t, "job", none{})
+	<-started
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Run returned while a handler was still running")
+	case <-time.After(100 * time.Millisecond): // the drain is in progress
+	}
+	close(release)
+	<-stopped
+	tk, err := e.store.Get(context.Background(), id)
+	if err != nil || tk.Status != taskstate.Completed {
+		t.Fatalf("after drain: %v %+v", err, tk)
+	}
+}
+
+func TestGraceOverReturnsJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	started := make(chan struct{}, 2)
+	var runs atomic.Int32
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "stubborn"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		started <- struct{}{}
+		if runs.Add(1) == 1 {
+			<-ctx.Done() // the first run finishes only when forced
+			return nil, ctx.Err()
+		}
+		return consumer.TextResult("second worker finished it"), nil
+	})
+	stop := e.run(t, mux, &consumer.Config{ShutdownGrace: 50 * time.Millisecond})
+	id := e.create(t, "stubborn", none{})
+	<-started
+	stop() // grace runs out; the job goes back to the queue
+	if tk, _ := e.store.Get(context.Background(), id); tk.Status.Terminal() {
+		t.Fatalf("shutdown must not end the task, got %s", tk.Status)
+	}
+	e.run(t, mux, nil)
+	tk := e.waitFor(t, id, terminal)
+	if tk.Status != taskstate.Completed || tk.Attempt != 1 {
+		t.Fatalf("want completed, the interrupted run not counted as an attempt; got %s attempt %d", tk.Status, tk.Attempt)
+	}
+}
+
+func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var asked atomic.Int32
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		asked.Add(1)
+		r, err := c.Elicit(ctx, "name", "Who?", map[string]any{"type": "object"})
+		if err != nil {
+			return nil, err
+		}
+		return consumer.TextResult("hi " + r.Content["name"].(string)), nil
+	})
+	stop := e.run(t, mux, nil)
+	b, _ := json.Marshal(none{})
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
+		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk = e.waitFor(t, tk.ID, func(tk *taskstate.Task) bool { return tk.Status == taskstate.InputRequired })
+	if len(tk.InputRequests) != 1 {
+		t.Fatalf("want one request, got %v", tk.InputRequests)
+	}
+	var key string
+	for k := range tk.InputRequests {
+		key = k
+	}
+	// Answer it the way tasks/update does.
+	_, err = taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error {
+		t.InputResponses = map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)}
+		delete(t.InputRequests, key)
+		t.Status = taskstate.Working
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.waitFor(t, tk.ID, terminal)
+	if got := string(done.Result); !strings.Contains(got, "hi Ada") {
+		t.Fatalf("result %s", got)
+	}
+	stop()
+
+	// A redelivered run of the same task finds the stored answer: it does not ask again.
+	_, err = taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error { return nil })
+	if !errors.Is(err, taskstate.ErrInvalidChange) {
+		t.Fatalf("terminal record accepted a write: %v", err)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("handler ran %d times", n)
+	}
+}
+
+func TestRegistrationMistakesPanic(t *testing.T) {
+	mux := consumer.NewMux()
+	h := func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) { return nil, nil }
+	consumer.Handle(mux, consumer.Tool{Name: "x"}, h)
+	for name, f := range map[string]func(){
+		"duplicate": func() { consumer.Handle(mux, consumer.Tool{Name: "x"}, h) },
+		"empty":     func() { consumer.Handle(mux, consumer.Tool{Name: ""}, h) },
+		"bad chars": func() { consumer.Handle(mux, consumer.Tool{Name: "a b"}, h) },
+		"non-object input": func() {
+			consumer.Handle(mux, consumer.Tool{Name: "y"}, func(ctx context.Context, c *consumer.Call[string]) (*consumer.Result, error) { return nil, nil })
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: registration did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestSchemaInferredFromTypes(t *testing.T) {
+	type Args struct {
+		Title string `json:"title" jsonschema:"the title"`
+		Pages int    `json:"pages,omitempty"`
+	}
+	type Out struct {
+		OK bool `json:"ok"`
+	}
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "typed"}, func(ctx context.Context, c *consumer.Call[Args]) (Out, error) { return Out{}, nil })
+	tools := mux.Tools()
+	var in struct {
+		Type       string                     `json:"type"`
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if err := json.Unmarshal(tools[0].InputSchema, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Type != "object" || len(in.Properties) != 2 || len(in.Required) != 1 || in.Required[0] != "title" {
+		t.Fatalf("input schema %s", tools[0].InputSchema)
+	}
+	if !strings.Contains(string(tools[0].InputSchema), "the title") || tools[0].OutputSchema == nil {
+		t.Fatalf("description or output schema missing: %s / %s", tools[0].InputSchema, tools[0].OutputSchema)
+	}
+	if tools[0].TaskSupport != taskstate.TaskOptional {
+		t.Fatalf("default task support %q", tools[0].TaskSupport)
+	}
+}

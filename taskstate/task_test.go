@@ -1,0 +1,229 @@
+package taskstate_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+var allStatuses = []taskstate.Status{
+	taskstate.Working, taskstate.InputRequired,
+	taskstate.Completed, taskstate.Failed, taskstate.Cancelled,
+}
+
+func TestCanTransition(t *testing.T) {
+	t.Parallel()
+	const (
+		W = taskstate.Working
+		I = taskstate.InputRequired
+		C = taskstate.Completed
+		F = taskstate.Failed
+		X = taskstate.Cancelled
+	)
+	// Every pair of the five statuses, spelled out.
+	cases := []struct {
+		from, to taskstate.Status
+		want     bool
+	}{
+		{W, W, true}, {W, I, true}, {W, C, true}, {W, F, true}, {W, X, true},
+		{I, W, true}, {I, I, true}, {I, C, true}, {I, F, true}, {I, X, true},
+		{C, W, false}, {C, I, false}, {C, C, false}, {C, F, false}, {C, X, false},
+		{F, W, false}, {F, I, false}, {F, C, false}, {F, F, false}, {F, X, false},
+		{X, W, false}, {X, I, false}, {X, C, false}, {X, F, false}, {X, X, false},
+	}
+	seen := map[[2]taskstate.Status]bool{}
+	for _, c := range cases {
+		seen[[2]taskstate.Status{c.from, c.to}] = true
+		if got := taskstate.CanTransition(c.from, c.to); got != c.want {
+			t.Errorf("CanTransition(%s, %s) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	if len(seen) != 25 {
+		t.Fatalf("table covers %d distinct pairs, want all 25", len(seen))
+	}
+
+	// Anything outside the five statuses never transitions.
+	for _, s := range allStatuses {
+		for _, bad := range []taskstate.Status{"", "running", "WORKING", "done"} {
+			if taskstate.CanTransition(s, bad) {
+				t.Errorf("CanTransition(%s, %q) = true, want false", s, bad)
+			}
+			if taskstate.CanTransition(bad, s) {
+				t.Errorf("CanTransition(%q, %s) = true, want false", bad, s)
+			}
+		}
+	}
+}
+
+func TestStatusTerminalAndValid(t *testing.T) {
+	t.Parallel()
+	terminal := map[taskstate.Status]bool{
+		taskstate.Working: false, taskstate.InputRequired: false,
+		taskstate.Completed: true, taskstate.Failed: true, taskstate.Cancelled: true,
+	}
+	for _, s := range allStatuses {
+		if got := s.Terminal(); got != terminal[s] {
+			t.Errorf("%s.Terminal() = %v, want %v", s, got, terminal[s])
+		}
+		if !s.Valid() {
+			t.Errorf("%s.Valid() = false", s)
+		}
+	}
+	for _, s := range []taskstate.Status{"", "running", "Completed", "canceled"} {
+		if s.Terminal() {
+			t.Errorf("%q.Terminal() = true, want false", s)
+		}
+		if s.Valid() {
+			t.Errorf("%q.Valid() = true, want false", s)
+		}
+	}
+}
+
+func TestNewID(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	seen := make(map[string]bool, n)
+	for range n {
+		id := taskstate.NewID()
+		if len(id) != 26 {
+			t.Fatalf("NewID() = %q: length %d, want 26 (130 bits of base32)", id, len(id))
+		}
+		for i := 0; i < len(id); i++ {
+			c := id[i]
+			if !(c >= 'A' && c <= 'Z' || c >= '2' && c <= '7') {
+				t.Fatalf("NewID() = %q: byte %q outside the base32 alphabet A-Z2-7", id, c)
+			}
+		}
+		if !taskstate.ValidID(id) {
+			t.Fatalf("ValidID(NewID()) = false for %q", id)
+		}
+		// Safe as an HTTP header value (it travels in Mcp-Name): a header
+		// round trip leaves it untouched.
+		h := http.Header{}
+		h.Set("Mcp-Name", id)
+		if got := h.Get("Mcp-Name"); got != id {
+			t.Fatalf("header round trip of %q gave %q", id, got)
+		}
+		if seen[id] {
+			t.Fatalf("NewID() returned %q twice in %d calls", id, n)
+		}
+		seen[id] = true
+	}
+}
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		id   string
+		want bool
+	}{
+		{taskstate.NewID(), true},
+		{"ABCDEFGHIJKLMNOP", true}, // 16, the shortest allowed
+		{"ABCDEFGHIJKLMNO", false}, // 15
+		{"0123456789abcdef-_XYZ", true},
+		{strings.Repeat("a", 64), true},
+		{strings.Repeat("a", 65), false},
+		{"", false},
+		{"short", false},
+		{"ABCDEFGHIJKLMNOP.Q", false},   // NATS token separator
+		{"ABCDEFGHIJKLMNOP*", false},    // NATS wildcard
+		{"ABCDEFGHIJKLMNOP>", false},    // NATS wildcard
+		{"ABCDEFGHIJKLMNOP Q", false},   // space
+		{"ABCDEFGHIJKLMNOP\r\n", false}, // header injection
+		{"../../../../etc/passwd", false},
+		{"ABCDEFGHIJKLMNOPé", false}, // non-ASCII
+		{"ABCDEFGHIJKLMNOP:Q", false},
+	}
+	for _, c := range cases {
+		if got := taskstate.ValidID(c.id); got != c.want {
+			t.Errorf("ValidID(%q) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}
+
+func TestCloneIsIndependent(t *testing.T) {
+	t.Parallel()
+	orig := &taskstate.Task{
+		ID:             taskstate.NewID(),
+		Status:         taskstate.InputRequired,
+		InputRequests:  map[string]json.RawMessage{"a": json.RawMessage(`{"q":1}`)},
+		InputResponses: map[string]json.RawMessage{"b": json.RawMessage(`{"r":2}`)},
+		Lease:          &taskstate.Lease{Worker: "w1", Expires: time.Unix(100, 0)},
+		Error:          &taskstate.RPCError{Code: -32000, Message: "boom"},
+		Revision:       7,
+	}
+	before, err := taskstate.Encode(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := orig.Clone()
+	if c == orig {
+		t.Fatal("Clone returned the same pointer")
+	}
+	if c.Revision != orig.Revision {
+		t.Errorf("Clone dropped Revision: %d, want %d", c.Revision, orig.Revision)
+	}
+	if got, _ := taskstate.Encode(c); string(got) != string(before) {
+		t.Fatalf("clone differs from original:\n got %s\nwant %s", got, before)
+	}
+
+	c.InputRequests["new"] = json.RawMessage(`1`)
+	delete(c.InputRequests, "a")
+	c.InputResponses["b"] = json.RawMessage(`"changed"`)
+	c.Lease.Worker = "w2"
+	c.Lease.Expires = time.Unix(200, 0)
+	c.Error.Message = "changed"
+	c.Status = taskstate.Completed
+
+	after, err := taskstate.Encode(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Fatalf("mutating the clone changed the original:\nbefore %s\n after %s", before, after)
+	}
+
+	// A clone of a task without maps or pointers stays without them.
+	bare := (&taskstate.Task{ID: "x"}).Clone()
+	if bare.InputRequests != nil || bare.InputResponses != nil || bare.Lease != nil || bare.Error != nil {
+		t.Errorf("Clone of a bare task invented fields: %+v", bare)
+	}
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := &taskstate.Task{
+		ID: taskstate.NewID(), Tool: "t", Status: taskstate.Working,
+		CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC), Revision: 42,
+	}
+	b, err := taskstate.Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(b) {
+		t.Fatalf("Encode produced invalid JSON: %s", b)
+	}
+	var raw map[string]any
+	_ = json.Unmarshal(b, &raw)
+	if _, ok := raw["Revision"]; ok {
+		t.Errorf("Revision is serialized: %s", b)
+	}
+	out, err := taskstate.Decode(b, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Revision != 9 {
+		t.Errorf("Decode revision = %d, want 9 (the store's)", out.Revision)
+	}
+	if !out.CreatedAt.Equal(in.CreatedAt) || out.ID != in.ID || out.Status != in.Status {
+		t.Errorf("round trip changed the task: %+v", out)
+	}
+	if _, err := taskstate.Decode([]byte("{not json"), 1); err == nil {
+		t.Error("Decode of garbage succeeded")
+	}
+}

@@ -15,7 +15,9 @@ import (
 // Job is one tool call to run. TaskID is the dedupe key: publishing the same
 // TaskID twice within the queue's dedupe window enqueues it once.
 type Job struct {
-	TaskID    string          `json:"taskId"`
+	TaskID string `json:"taskId"`
+	// Kind is "" for a tool call, "prompt" for prompts/get.
+	Kind      string          `json:"kind,omitempty"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Owner     string          `json:"owner,omitempty"`

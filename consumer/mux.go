@@ -51,7 +51,8 @@ type Mux struct {
 type entry struct {
 	info    taskstate.ToolInfo
 	timeout time.Duration
-	run     func(ctx context.Context, cs *callState) (*Result, error)
+	// run decodes the arguments, calls the handler and encodes its result.
+	run func(ctx context.Context, cs *callState) (json.RawMessage, error)
 }
 
 // NewMux returns an empty Mux.
@@ -93,7 +94,7 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(), InputFirst: t.InputFirst,
 		},
 		timeout: t.Timeout,
-		run: func(ctx context.Context, cs *callState) (*Result, error) {
+		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
 			call := &Call[In]{callState: cs}
 			if len(cs.args) > 0 && string(cs.args) != "null" {
 				if err := json.Unmarshal(cs.args, &call.Args); err != nil {
@@ -104,7 +105,11 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 			if err != nil {
 				return nil, err
 			}
-			return toResult(res)
+			r, err := toResult(res)
+			if err != nil {
+				return nil, err
+			}
+			return json.Marshal(r)
 		},
 	}
 }
@@ -144,12 +149,13 @@ func toResult(out any) (*Result, error) {
 	return &Result{Content: []Content{Text(string(b))}, StructuredContent: json.RawMessage(b)}, nil
 }
 
-// Tools returns what the Mux publishes to the catalog, sorted by name.
+// Tools returns what the Mux publishes to the catalog (tools and prompts),
+// sorted by catalog key.
 func (m *Mux) Tools() []taskstate.ToolInfo {
 	out := make([]taskstate.ToolInfo, 0, len(m.tools))
 	for _, e := range m.tools {
 		out = append(out, e.info)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
 }

@@ -262,7 +262,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	}
 
-	e := mux.tools[job.Tool]
+	e := mux.tools[taskstate.CatalogKey(job.Kind, job.Tool)]
 	if e == nil {
 		if d.Attempt() >= w.maxDeliveries()-1 {
 			msg := fmt.Sprintf("no worker serves tool %q", job.Tool)
@@ -345,22 +345,17 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 
 	var rpcErr *taskstate.RPCError
-	var result json.RawMessage
+	result := res
 	if need, ok := cs.inputOutcome(); ok {
 		// A sync run that needs answers ends here; the client retries with them.
-		herr, result, res = nil, need, nil
+		herr, result = nil, need
 	}
 	if herr != nil {
-		if te, ok := asToolError(herr); ok {
-			res = &Result{Content: []Content{Text(te.Error())}, IsError: true}
+		result = nil
+		if te, ok := asToolError(herr); ok && job.Kind == taskstate.KindTool {
+			result, _ = json.Marshal(&Result{Content: []Content{Text(te.Error())}, IsError: true})
 		} else {
 			rpcErr = toRPCError(herr)
-		}
-	}
-	if rpcErr == nil && result == nil {
-		result, err = json.Marshal(res)
-		if err != nil {
-			rpcErr = &taskstate.RPCError{Code: -32603, Message: "cannot encode result: " + err.Error()}
 		}
 	}
 	if !w.finish(io, log.With().Dur("took", took).Logger(), job.TaskID, result, rpcErr) {
@@ -371,7 +366,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 }
 
 // call runs the handler, turning a panic into a failure.
-func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res *Result, err error) {
+func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error().Str("task", cs.taskID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")

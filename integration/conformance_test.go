@@ -30,7 +30,7 @@ var conformanceScenarios = []string{
 	"input-required-result-multi-round", "input-required-result-multiple-input-requests",
 	"input-required-result-request-state", "input-required-result-result-type",
 	"input-required-result-tampered-state", "input-required-result-unsupported-methods",
-	"input-required-result-validate-input",
+	"input-required-result-validate-input", "input-required-result-non-tool-request",
 }
 
 func TestConformanceSuite(t *testing.T) {

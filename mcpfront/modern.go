@@ -67,6 +67,10 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		s.toolsList(ctx, w, c)
 	case "tools/call":
 		s.toolsCall(ctx, w, r, c)
+	case "prompts/list":
+		s.promptsList(ctx, w, c)
+	case "prompts/get":
+		s.promptsGet(ctx, w, r, c)
 	case "tasks/get":
 		s.tasksGet(ctx, w, c)
 	case "tasks/update":
@@ -204,6 +208,7 @@ func (s *Server) discover() map[string]any {
 		"supportedVersions": supportedVersions,
 		"capabilities": map[string]any{
 			"tools":      map[string]any{},
+			"prompts":    map[string]any{},
 			"extensions": map[string]any{tasksExtension: map[string]any{}},
 		},
 		"serverInfo": s.serverInfo(),
@@ -232,9 +237,11 @@ func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, c *call) 
 		s.internalError(w, c.req.ID, "listing tools", err)
 		return
 	}
-	out := make([]wireTool, len(tools))
-	for i, t := range tools {
-		out[i] = wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
+	out := make([]wireTool, 0, len(tools))
+	for _, t := range tools {
+		if t.Kind == taskstate.KindTool {
+			out = append(out, wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations})
+		}
 	}
 	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
 }

@@ -60,7 +60,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	case !final.Status.Terminal(): // ModeGather: the handler continues as a task
 		out.result(s.createTaskResult(final))
 	case final.Status == taskstate.Completed && isInputRequired(final.Result):
-		reply, err := s.inputRequiredReply(req.Tool, req.Arguments, answers, final.Result)
+		reply, err := s.inputRequiredReply(taskstate.CatalogKey(req.Kind, req.Tool), req.Arguments, answers, final.Result)
 		if err != nil {
 			out.fail(errorf(codeInternal, http.StatusOK, "internal error: unreadable input request"))
 			return

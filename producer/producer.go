@@ -78,6 +78,8 @@ func New(store taskstate.Store, exec Executor, cfg *Config) *Producer {
 
 // Request is one tool call to run as a task.
 type Request struct {
+	// Kind is taskstate.KindTool (default) or taskstate.KindPrompt.
+	Kind      string
 	Tool      string
 	Arguments json.RawMessage
 	Owner     string
@@ -107,6 +109,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	}
 	t := &taskstate.Task{
 		ID:             id,
+		Kind:           r.Kind,
 		Tool:           r.Tool,
 		Arguments:      r.Arguments,
 		Owner:          r.Owner,
@@ -148,7 +151,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 
 // JobFor is the job that runs t. The sweeper uses it to re-publish.
 func JobFor(t *taskstate.Task) *broker.Job {
-	return &broker.Job{TaskID: t.ID, Tool: t.Tool, Arguments: t.Arguments, Owner: t.Owner, Meta: t.Meta}
+	return &broker.Job{TaskID: t.ID, Kind: t.Kind, Tool: t.Tool, Arguments: t.Arguments, Owner: t.Owner, Meta: t.Meta}
 }
 
 // Cancel marks the task cancelled (terminal and sticky) and then tells the

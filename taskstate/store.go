@@ -24,13 +24,31 @@ type Store interface {
 	Watch(ctx context.Context, id string) (<-chan *Task, error)
 }
 
-// Catalog keeps the tools that live workers serve. Entries expire unless the
-// workers that publish them keep refreshing them.
+// Catalog keeps the tools and prompts that live workers serve. Entries expire
+// unless the workers that publish them keep refreshing them. Entries are
+// addressed by ToolInfo.Key: the name for a tool, "prompt/"+name for a prompt.
 type Catalog interface {
 	PublishTool(ctx context.Context, t *ToolInfo) error
-	Tool(ctx context.Context, name string) (*ToolInfo, error) // ErrNotFound
-	Tools(ctx context.Context) ([]*ToolInfo, error)           // sorted by name
+	Tool(ctx context.Context, key string) (*ToolInfo, error) // ErrNotFound
+	Tools(ctx context.Context) ([]*ToolInfo, error)          // sorted by Key
 }
+
+// Kinds of catalog entries (and of jobs).
+const (
+	KindTool   = ""       // a tool: tools/list, tools/call
+	KindPrompt = "prompt" // a prompt: prompts/list, prompts/get
+)
+
+// CatalogKey addresses a catalog entry of kind with name.
+func CatalogKey(kind, name string) string {
+	if kind == KindTool {
+		return name
+	}
+	return kind + "/" + name
+}
+
+// Key is the entry's catalog address.
+func (t *ToolInfo) Key() string { return CatalogKey(t.Kind, t.Name) }
 
 // TaskSupport says whether a tool runs as a task.
 type TaskSupport string
@@ -43,6 +61,7 @@ const (
 
 // ToolInfo is what a worker publishes about one tool.
 type ToolInfo struct {
+	Kind         string          `json:"kind,omitempty"` // KindTool or KindPrompt
 	Name         string          `json:"name"`
 	Title        string          `json:"title,omitempty"`
 	Description  string          `json:"description,omitempty"`
@@ -54,6 +73,8 @@ type ToolInfo struct {
 	// InputFirst: the call gathers its input inline (MRTR) before it becomes
 	// a task, even for clients that support tasks.
 	InputFirst bool `json:"inputFirst,omitempty"`
+	// Arguments of a prompt (MCP PromptArgument list).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Mutate reads the record, lets decide change it, and writes it back with a

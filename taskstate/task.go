@@ -91,6 +91,7 @@ type Lease struct {
 // wire created it; the wires map it at the edge.
 type Task struct {
 	ID            string          `json:"id"`
+	Kind          string          `json:"kind,omitempty"` // KindTool or KindPrompt
 	Tool          string          `json:"tool"`
 	Arguments     json.RawMessage `json:"arguments,omitempty"`
 	Owner         string          `json:"owner,omitempty"`

@@ -354,7 +354,7 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return err
 	}
-	rev, err := s.tools.Put(ctx, toolKey(t.Name), b)
+	rev, err := s.tools.Put(ctx, toolKey(t.Key()), b)
 	if err != nil {
 		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
 	}
@@ -364,17 +364,17 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	s.mu.Unlock()
 	if c != nil {
 		info := *t
-		c.set(toolKey(t.Name), &info, rev)
+		c.set(toolKey(t.Key()), &info, rev)
 	}
 	return nil
 }
 
-func (s *Store) Tool(ctx context.Context, name string) (*taskstate.ToolInfo, error) {
+func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
 	c, err := s.cat(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return c.get(name)
+	return c.get(key)
 }
 
 func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
@@ -497,7 +497,7 @@ func (c *catalogCache) list() []*taskstate.ToolInfo {
 		}
 	}
 	c.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
 }
 

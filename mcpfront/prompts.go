@@ -1,0 +1,90 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+type wirePrompt struct {
+	Name        string          `json:"name"`
+	Title       string          `json:"title,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+}
+
+func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, c *call) {
+	entries, err := s.catalog.Tools(ctx)
+	if err != nil {
+		s.internalError(w, c.req.ID, "listing prompts", err)
+		return
+	}
+	out := make([]wirePrompt, 0)
+	for _, t := range entries {
+		if t.Kind == taskstate.KindPrompt {
+			out = append(out, wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments})
+		}
+	}
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+}
+
+type promptParams struct {
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	InputResponses json.RawMessage `json:"inputResponses"`
+	RequestState   string          `json:"requestState"`
+}
+
+// promptsGet runs a prompt handler through the queue, inline, with the same
+// MRTR rounds a tool call has.
+func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
+	var p promptParams
+	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
+		writeError(w, c.req.ID, invalidParams("invalid params: prompts/get needs a prompt name"))
+		return
+	}
+	prompt, err := s.catalog.Tool(ctx, taskstate.CatalogKey(taskstate.KindPrompt, p.Name))
+	if errors.Is(err, taskstate.ErrNotFound) {
+		writeError(w, c.req.ID, invalidParams("Unknown prompt: "+p.Name))
+		return
+	}
+	if err != nil {
+		s.internalError(w, c.req.ID, "reading the catalog", err)
+		return
+	}
+	var args map[string]string
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if err := json.Unmarshal(p.Arguments, &args); err != nil {
+			writeError(w, c.req.ID, invalidParams("invalid params: prompt arguments must be an object of strings"))
+			return
+		}
+	}
+	var declared []struct {
+		Name     string `json:"name"`
+		Required bool   `json:"required"`
+	}
+	_ = json.Unmarshal(prompt.Arguments, &declared)
+	for _, a := range declared {
+		if _, ok := args[a.Name]; a.Required && !ok {
+			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("invalid params: prompt %q needs argument %q", p.Name, a.Name)))
+			return
+		}
+	}
+	var fields map[string]json.RawMessage
+	_ = json.Unmarshal(c.req.Params, &fields)
+	_, hasResponses := fields["inputResponses"]
+	answers, rerr := s.gatherAnswers(prompt.Key(), p.Arguments, p.InputResponses, hasResponses, p.RequestState)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	s.syncCall(ctx, w, r, c, &producer.Request{
+		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
+		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),
+	}, answers)
+}

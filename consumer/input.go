@@ -162,7 +162,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 		encoded[k] = b
 	}
 	// Post the requests not answered yet (a resumed run finds its answers).
-	_, err := taskstate.Mutate(ctx, c.w.store, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
+	cur, err := taskstate.Mutate(ctx, c.w.store, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
 		changed := false
 		for k, b := range encoded {
 			if _, done := t.InputResponses[k]; done {
@@ -188,6 +188,9 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 	})
 	if err != nil && !errors.Is(err, taskstate.ErrSkip) {
 		return nil, fmt.Errorf("consumer: posting input requests: %w", err)
+	}
+	if out, ok := answered(cur, keys); ok {
+		return out, nil // answered before: a resumed run does not ask again
 	}
 	c.Logger().Info().Strs("keys", keys).Msg("waiting for client input")
 

@@ -402,3 +402,90 @@ func TestSchemaInferredFromTypes(t *testing.T) {
 		t.Fatalf("default task support %q", tools[0].TaskSupport)
 	}
 }
+
+func TestInputWaitDeadlineFailsTask(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		_, err := c.Elicit(ctx, "q", "Anyone there?", map[string]any{"type": "object"})
+		return nil, err
+	})
+	e.run(t, mux, &consumer.Config{InputTimeout: 200 * time.Millisecond})
+	b, _ := json.Marshal(none{})
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
+		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.waitFor(t, tk.ID, terminal)
+	if done.Status != taskstate.Failed || !strings.Contains(done.Error.Message, "timed out waiting for client input") || len(done.InputRequests) != 0 {
+		t.Fatalf("want failed with the input deadline and no open requests, got %s %+v %v", done.Status, done.Error, done.InputRequests)
+	}
+}
+
+func TestAskWithoutClientCapabilityFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		_, err := c.Ask(ctx, consumer.Sampling("s", map[string]any{"messages": []any{}, "maxTokens": 5}))
+		return nil, err
+	})
+	e.run(t, mux, nil)
+	done := e.waitFor(t, e.create(t, "ask", none{}), terminal) // no client capabilities declared
+	if done.Status != taskstate.Failed || done.Error.Code != -32021 || !strings.Contains(string(done.Error.Data), `"sampling"`) {
+		t.Fatalf("want -32021 naming sampling, got %s %+v", done.Status, done.Error)
+	}
+}
+
+func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "rounds"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		schema := map[string]any{"type": "object"}
+		if _, err := c.Ask(ctx, consumer.Elicitation("a", "A?", schema), consumer.Elicitation("b", "B?", schema)); err != nil {
+			return nil, err
+		}
+		if _, err := c.Elicit(ctx, "c", "C?", schema); err != nil {
+			return nil, err
+		}
+		return consumer.TextResult("three answers"), nil
+	})
+	e.run(t, mux, nil)
+	b, _ := json.Marshal(none{})
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "rounds", Arguments: b,
+		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	answer := func(want int) {
+		t.Helper()
+		cur := e.waitFor(t, tk.ID, func(x *taskstate.Task) bool { return x.Status == taskstate.InputRequired && len(x.InputRequests) == want })
+		_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(x *taskstate.Task) error {
+			if x.InputResponses == nil {
+				x.InputResponses = map[string]json.RawMessage{}
+			}
+			for k := range cur.InputRequests {
+				if seen[k] {
+					t.Errorf("key %q reused", k)
+				}
+				seen[k] = true
+				x.InputResponses[k] = json.RawMessage(`{"action":"accept","content":{}}`)
+				delete(x.InputRequests, k)
+			}
+			x.Status = taskstate.Working
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer(2) // both fan-out requests are outstanding at once
+	answer(1) // then the second round
+	if done := e.waitFor(t, tk.ID, terminal); done.Status != taskstate.Completed || len(seen) != 3 {
+		t.Fatalf("got %s with keys %v", done.Status, seen)
+	}
+}

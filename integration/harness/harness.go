@@ -280,7 +280,7 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 	if params == nil {
 		params = map[string]any{}
 	}
-	caps := map[string]any{}
+	caps := map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}}
 	if c.Tasks {
 		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
 	}

@@ -56,7 +56,11 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	ready   chan struct{}
 }
+
+// Ready is closed once Run has published the tools and is pulling jobs.
+func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
 // New returns a worker. catalog may be nil (tools are then not published).
 func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus broker.Bus, cfg *Config) *Worker {
@@ -96,6 +100,7 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 		queue: q, store: store, catalog: catalog, bus: bus, cfg: c,
 		log:     c.Logger.With().Str("worker", c.ID).Logger(),
 		running: map[string]context.CancelCauseFunc{},
+		ready:   make(chan struct{}),
 	}
 }
 
@@ -162,6 +167,7 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 			}
 		}()
 	}
+	close(w.ready)
 	w.log.Info().Int("concurrency", w.cfg.Concurrency).Int("tools", len(mux.tools)).Msg("worker running")
 	<-ctx.Done()
 	w.log.Info().Dur("grace", w.cfg.ShutdownGrace).Msg("draining")

@@ -108,12 +108,24 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		demo.Register(mux)
 		w := c.worker.NewWorker(b, log.With().Str("service", "worker").Logger())
 		wg.Add(1)
+		runErr := make(chan error, 1)
 		go func() {
 			defer wg.Done()
-			if err := w.Run(ctx, mux); err != nil {
+			err := w.Run(ctx, mux)
+			if err != nil {
 				log.Error().Err(err).Msg("in-process worker stopped")
 			}
+			runErr <- err
 		}()
+		// Serve only once the example tools are in the catalog.
+		select {
+		case <-w.Ready():
+		case err := <-runErr:
+			return fmt.Errorf("in-process worker: %w", err)
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		}
 	}
 
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{TTL: c.taskTTL, Logger: log})

@@ -251,10 +251,11 @@ func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what s
 	writeError(w, id, errorf(codeInternal, http.StatusInternalServerError, "internal error: "+what))
 }
 
+// callParams are the params of tools/call and prompts/get, MRTR fields included.
 type callParams struct {
 	Name           string          `json:"name"`
 	Arguments      json.RawMessage `json:"arguments"`
-	InputResponses json.RawMessage `json:"inputResponses"`
+	InputResponses json.RawMessage `json:"inputResponses"` // "null" when sent as null
 	RequestState   string          `json:"requestState"`
 }
 
@@ -293,10 +294,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		})
 		return
 	}
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(c.req.Params, &fields)
-	_, hasResponses := fields["inputResponses"]
-	answers, rerr := s.gatherAnswers(p.Name, p.Arguments, p.InputResponses, hasResponses, p.RequestState)
+	answers, rerr := s.gatherAnswers(p.Name, &p)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return

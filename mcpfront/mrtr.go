@@ -68,7 +68,8 @@ func (s *Server) openState(token string) (*requestState, error) {
 
 // gatherAnswers merges the answers a retried call brings (inputResponses)
 // with those carried in its requestState, after checking both.
-func (s *Server) gatherAnswers(tool string, args json.RawMessage, rawResponses json.RawMessage, hasResponses bool, token string) (map[string]json.RawMessage, *rpcError) {
+func (s *Server) gatherAnswers(tool string, p *callParams) (map[string]json.RawMessage, *rpcError) {
+	args, rawResponses, token := p.Arguments, p.InputResponses, p.RequestState
 	var st *requestState
 	if token != "" {
 		var err error
@@ -85,7 +86,7 @@ func (s *Server) gatherAnswers(tool string, args json.RawMessage, rawResponses j
 			answers[k] = v
 		}
 	}
-	if !hasResponses {
+	if rawResponses == nil { // absent; an explicit null is refused below
 		return answers, nil
 	}
 	var responses map[string]json.RawMessage

@@ -33,17 +33,10 @@ func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, c *call
 	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
 }
 
-type promptParams struct {
-	Name           string          `json:"name"`
-	Arguments      json.RawMessage `json:"arguments"`
-	InputResponses json.RawMessage `json:"inputResponses"`
-	RequestState   string          `json:"requestState"`
-}
-
 // promptsGet runs a prompt handler through the queue, inline, with the same
 // MRTR rounds a tool call has.
 func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
-	var p promptParams
+	var p callParams
 	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
 		writeError(w, c.req.ID, invalidParams("invalid params: prompts/get needs a prompt name"))
 		return
@@ -75,10 +68,7 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 			return
 		}
 	}
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(c.req.Params, &fields)
-	_, hasResponses := fields["inputResponses"]
-	answers, rerr := s.gatherAnswers(prompt.Key(), p.Arguments, p.InputResponses, hasResponses, p.RequestState)
+	answers, rerr := s.gatherAnswers(prompt.Key(), &p)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return

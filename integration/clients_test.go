@@ -201,7 +201,7 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 	if !strings.Contains(s.Text, `"pages":2`) {
 		t.Fatalf("result text %q lacks the report", s.Text)
 	}
-	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultTextOf(t, tk.Result), "2 pages rendered") {
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 
@@ -253,7 +253,7 @@ func TestOfficialClientElicitation(t *testing.T) {
 	if s.InputRequests == nil || *s.InputRequests != 1 {
 		t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
 	}
-	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultTextOf(t, tk.Result), "Deleted") {
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "Deleted") {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 }
@@ -297,18 +297,3 @@ func TestAllInOneWithOfficialClient(t *testing.T) {
 	}
 }
 
-// resultTextOf is the first text block of a CallToolResult.
-func resultTextOf(t *testing.T, raw json.RawMessage) string {
-	t.Helper()
-	var r struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
-	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 || r.Content[0].Type != "text" {
-		t.Fatalf("not a CallToolResult with a text block: %s (%v)", raw, err)
-		return ""
-	}
-	return r.Content[0].Text
-}

@@ -131,6 +131,9 @@ func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()
+		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s reported a data race (binaries built with MCPQ_RACE_BINARIES=1)", name)
+		}
 		if t.Failed() {
 			t.Logf("---- %s output ----\n%s", name, tail(p.out.String(), 8000))
 		}

@@ -120,13 +120,14 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaClientCaps)
 	}
 	var caps clientCaps
-	if err := json.Unmarshal(rawCaps, &caps); err != nil {
-		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": "+err.Error())
+	if err := json.Unmarshal(rawCaps, &caps); err != nil || string(rawCaps) == "null" {
+		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": must be an object")
 	}
 	if err := checkRoutingHeaders(r, req); err != nil {
 		return nil, err
 	}
-	_, ext := caps.Extensions[tasksExtension]
+	settings := caps.Extensions[tasksExtension]
+	ext := len(settings) > 0 && settings[0] == '{' // declared with a settings object
 	return &call{req: req, meta: p.Meta, tasksExt: ext}, nil
 }
 
@@ -176,6 +177,11 @@ func checkRoutingHeaders(r *http.Request, req *request) *rpcError {
 		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerName+" header")
 	}
 	got := decodeHeaderValue(values[0])
+	for _, v := range values[1:] {
+		if decodeHeaderValue(v) != got {
+			return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("conflicting %s headers", headerName))
+		}
+	}
 	if got != want {
 		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match params.%s %q", headerName, got, field, want))
 	}

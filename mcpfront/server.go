@@ -150,6 +150,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var req request
 	if err := json.Unmarshal(body, &req); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
+			writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
+			return
+		}
 		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "parse error: "+err.Error()))
 		return
 	}
@@ -161,7 +166,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if req.Method == "" || len(req.ID) == 0 || !validID(req.ID) {
+	if len(req.ID) > 0 && !validID(req.ID) {
+		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "invalid request: the id must be a string or a number"))
+		return
+	}
+	if req.Method == "" || len(req.ID) == 0 {
 		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method"))
 		return
 	}

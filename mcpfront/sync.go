@@ -67,7 +67,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		out.result(reply)
 	case final.Status == taskstate.Completed:
-		out.result(withResultType(final.Result, resultComplete))
+		out.result(s.withServerInfo(withResultType(final.Result, resultComplete)))
 	case final.Status == taskstate.Failed:
 		out.fail(storedError(final.Error))
 	default:
@@ -142,6 +142,23 @@ func withResultType(result json.RawMessage, rt string) json.RawMessage {
 		m = map[string]json.RawMessage{"content": json.RawMessage("[]")}
 	}
 	m["resultType"], _ = json.Marshal(rt)
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// withServerInfo adds this server's serverInfo to a stored result's _meta.
+func (s *Server) withServerInfo(result json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(result, &m); err != nil || m == nil {
+		return result
+	}
+	var meta map[string]any
+	_ = json.Unmarshal(m["_meta"], &meta)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta[metaServerInfo] = s.serverInfo()
+	m["_meta"], _ = json.Marshal(meta)
 	b, _ := json.Marshal(m)
 	return b
 }

@@ -1,0 +1,318 @@
+// Package layout_test enforces the package layout of DESIGN.md §7: which
+// package may import which. It reads the module's import graph with go/build
+// (non-test files only, for the current platform) and fails with the
+// offending import and the path that leads to it.
+package layout_test
+
+import (
+	"errors"
+	"fmt"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcpqueue/mcpqueue"
+
+// implSuffixes name concrete seam implementations, present and planned. Any
+// other package below broker/ or taskstate/ that is not a contract suite
+// (name ending in "test") counts as an implementation too.
+var implSuffixes = []string{
+	"broker/natsbroker",
+	"taskstate/natskv",
+	"broker/asynqbroker",
+	"taskstate/redisstate",
+}
+
+// mayNameImpls are the only places whose non-test code may import an
+// implementation: binaries, the wiring they share, and end-to-end tests.
+var mayNameImpls = []string{"cmd", "internal/wiring", "integration"}
+
+// graph maps a module-relative package path ("" is the root) to its
+// non-test imports (full import paths).
+type graph map[string][]string
+
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	r, ok := strings.CutPrefix(path, module+"/")
+	return r, ok
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+
+func isImpl(pkg string) bool {
+	for _, s := range implSuffixes {
+		if pkg == s || strings.HasSuffix(pkg, "/"+s) {
+			return true
+		}
+	}
+	for _, seam := range []string{"broker", "taskstate"} {
+		if strings.HasPrefix(pkg, seam+"/") && !strings.HasSuffix(pkg, "test") {
+			return true
+		}
+	}
+	return false
+}
+
+// deps returns every module package pkg reaches, each with the shortest
+// import chain that gets there (pkg → … → dep).
+func (g graph) deps(pkg string) map[string][]string {
+	out := map[string][]string{}
+	queue := [][]string{{pkg}}
+	for len(queue) > 0 {
+		c := queue[0]
+		queue = queue[1:]
+		for _, imp := range g[c[len(c)-1]] {
+			r, ok := rel(imp)
+			if !ok {
+				continue
+			}
+			if _, seen := out[r]; seen {
+				continue
+			}
+			next := append(slices.Clone(c), r)
+			out[r] = next
+			queue = append(queue, next)
+		}
+	}
+	return out
+}
+
+func chain(c []string) string { return strings.Join(c, " → ") }
+
+// check returns every violation of the layout rules in g, one line each.
+func check(g graph) []string {
+	var bad []string
+	pkgs := make([]string, 0, len(g))
+	for p := range g {
+		pkgs = append(pkgs, p)
+	}
+	sort.Strings(pkgs)
+
+	for _, p := range pkgs {
+		switch {
+		// The seam packages are leaves: standard library only.
+		case p == "broker" || p == "taskstate":
+			for _, imp := range g[p] {
+				if !isStd(imp) {
+					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
+				}
+			}
+		// Implementations and contract suites of a seam import, from this
+		// module, only their seam's interface package and internal helpers;
+		// through any chain they never reach the other seam, another
+		// implementation, or the layers above.
+		case strings.HasPrefix(p, "broker/") || strings.HasPrefix(p, "taskstate/"):
+			seam, _, _ := strings.Cut(p, "/")
+			other := map[string]string{"broker": "taskstate", "taskstate": "broker"}[seam]
+			for _, imp := range g[p] {
+				r, ok := rel(imp)
+				if ok && r != seam && !(under(r, "internal") && !under(r, "internal/wiring")) {
+					bad = append(bad, fmt.Sprintf("%s may import from this module only %s/%s and internal helpers, but imports %s", p, module, seam, imp))
+				}
+			}
+			for dep, c := range g.deps(p) {
+				if under(dep, other) || (isImpl(dep) && dep != p) || dep == p {
+					bad = append(bad, fmt.Sprintf("%s must not reach %s: %s", p, dep, chain(c)))
+					continue
+				}
+				for _, above := range []string{"producer", "consumer", "mcpfront", "internal/wiring", "cmd", "examples", "integration"} {
+					if under(dep, above) {
+						bad = append(bad, fmt.Sprintf("%s must not reach %s: %s", p, dep, chain(c)))
+					}
+				}
+			}
+		}
+
+		// Dependency direction between the layers, through any chain.
+		forbidden := map[string][]string{
+			"producer": {"consumer", "mcpfront"},
+			"consumer": {"mcpfront", "producer"},
+			"mcpfront": {"consumer"},
+		}
+		for layer, never := range forbidden {
+			if !under(p, layer) {
+				continue
+			}
+			for dep, c := range g.deps(p) {
+				for _, n := range never {
+					if under(dep, n) {
+						bad = append(bad, fmt.Sprintf("%s must never import %s, but does: %s", p, n, chain(c)))
+					}
+				}
+			}
+		}
+
+		// Only binaries, wiring and end-to-end tests name implementations.
+		allowed := isImpl(p)
+		for _, d := range mayNameImpls {
+			allowed = allowed || under(p, d)
+		}
+		if !allowed {
+			for _, imp := range g[p] {
+				if r, ok := rel(imp); ok && isImpl(r) {
+					bad = append(bad, fmt.Sprintf("%s imports the concrete implementation %s; only cmd/, internal/wiring and integration/ may name one", p, imp))
+				}
+			}
+		}
+		// The library packages must not reach one through anything either
+		// (e.g. by importing internal/wiring).
+		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront"} {
+			if p != lib {
+				continue
+			}
+			for dep, c := range g.deps(p) {
+				if isImpl(dep) || under(dep, "internal/wiring") {
+					bad = append(bad, fmt.Sprintf("%s reaches %s: %s", p, dep, chain(c)))
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return slices.Compact(bad)
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil {
+			if !strings.Contains(string(b), "module "+module) {
+				t.Fatalf("%s/go.mod is not module %s", dir, module)
+			}
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// load reads the import graph of every package in the module.
+func load(t *testing.T) graph {
+	t.Helper()
+	root := moduleRoot(t)
+	g := graph{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != root && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor" || name == "node_modules") {
+			return filepath.SkipDir
+		}
+		if path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // a nested module is not ours
+			}
+		}
+		p, err := build.ImportDir(path, 0)
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		r, _ := filepath.Rel(root, path)
+		r = filepath.ToSlash(r)
+		if r == "." {
+			r = ""
+		}
+		g[r] = p.Imports // non-test files only
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the module: %v", err)
+	}
+	return g
+}
+
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	g := load(t)
+	// The rules mean nothing if the packages they name were not read.
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "broker/natsbroker", "taskstate/natskv", "internal/wiring"} {
+		if _, ok := g[p]; !ok {
+			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
+		}
+	}
+	if len(g["broker/natsbroker"]) == 0 || !slices.Contains(g["broker/natsbroker"], module+"/broker") {
+		t.Fatalf("broker/natsbroker imports %v: the graph looks wrong", g["broker/natsbroker"])
+	}
+	for _, v := range check(g) {
+		t.Errorf("layout (DESIGN.md §7): %s", v)
+	}
+}
+
+// TestRulesCatchViolations runs the rules on a module that breaks each of
+// them, so a rule that silently stops matching fails here.
+func TestRulesCatchViolations(t *testing.T) {
+	t.Parallel()
+	m := func(p string) string { return module + "/" + p }
+	g := graph{
+		"broker":               {"context", "github.com/nats-io/nats.go"},
+		"taskstate":            {"time", m("broker")},
+		"broker/natsbroker":    {m("broker"), m("taskstate/natskv")},
+		"broker/asynqbroker":   {m("broker")},
+		"taskstate/natskv":     {m("taskstate")},
+		"taskstate/redisstate": {m("taskstate"), m("internal/redissub")},
+		"internal/redissub":    {"context", m("broker/natsbroker")},
+		"taskstate/statetest":  {m("taskstate")},
+		"producer":             {m("broker"), m("taskstate"), m("producer/internal/x")},
+		"producer/internal/x":  {m("consumer")},
+		"consumer":             {m("mcpfront")},
+		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("internal/wiring")},
+		"internal/wiring":      {m("broker/natsbroker"), m("taskstate/redisstate")},
+		"cmd/api":              {m("internal/wiring"), m("broker/natsbroker")},
+		"integration":          {m("taskstate/natskv")},
+		"examples/demo":        {m("broker/asynqbroker")},
+	}
+	got := strings.Join(check(g), "\n")
+	for _, want := range []string{
+		"broker must import only the standard library, but imports github.com/nats-io/nats.go",
+		"taskstate must import only the standard library, but imports " + m("broker"),
+		"broker/natsbroker may import from this module only " + m("broker") + " and internal helpers, but imports " + m("taskstate/natskv"),
+		"broker/natsbroker must not reach taskstate/natskv: broker/natsbroker → taskstate/natskv",
+		"taskstate/redisstate must not reach broker: taskstate/redisstate → ",
+		"taskstate/redisstate must not reach broker/natsbroker: taskstate/redisstate → internal/redissub → broker/natsbroker",
+		"producer must never import consumer, but does: producer → producer/internal/x → consumer",
+		"producer must never import mcpfront, but does: producer → producer/internal/x → consumer → mcpfront",
+		"consumer must never import mcpfront, but does: consumer → mcpfront",
+		"consumer must never import producer, but does: consumer → mcpfront → producer",
+		"mcpfront must never import consumer, but does: mcpfront → producer → producer/internal/x → consumer",
+		"mcpfront imports the concrete implementation " + m("taskstate/natskv"),
+		"mcpfront reaches internal/wiring: mcpfront → internal/wiring",
+		"mcpfront reaches taskstate/redisstate: mcpfront → internal/wiring → taskstate/redisstate",
+		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing violation %q; got:\n%s", want, got)
+		}
+	}
+	for _, fine := range []string{"cmd/api imports", "integration imports", "internal/wiring imports", "statetest may import", "taskstate/redisstate may import"} {
+		if strings.Contains(got, fine) {
+			t.Errorf("allowed import reported (%q):\n%s", fine, got)
+		}
+	}
+}

@@ -57,7 +57,9 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	switch {
-	case !final.Status.Terminal(): // ModeGather: the handler continues as a task
+	case req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask:
+		// The handler continued as a task (it may even have finished since:
+		// the watch hands over only the newest version).
 		out.result(s.createTaskResult(final))
 	case final.Status == taskstate.Completed && isInputRequired(final.Result):
 		reply, err := s.inputRequiredReply(taskstate.CatalogKey(req.Kind, req.Tool), req.Arguments, answers, final.Result)

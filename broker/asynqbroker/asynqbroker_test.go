@@ -1,0 +1,323 @@
+package asynqbroker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
+	"github.com/mcpqueue/mcpqueue/broker/brokertest"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
+)
+
+// pollInterval keeps the suite quick: jobs and due retries are picked up
+// within about this long.
+const pollInterval = 100 * time.Millisecond
+
+// newQueue returns a queue of its own name whose consumers stop, and whose
+// keys are removed, when the test ends.
+func newQueue(t *testing.T, c redis.UniversalClient, cfg *asynqbroker.Config) (*asynqbroker.Queue, string) {
+	t.Helper()
+	name := redistest.Name(t)
+	var conf asynqbroker.Config
+	if cfg != nil {
+		conf = *cfg
+	}
+	conf.Queue = name
+	if conf.PollInterval == 0 {
+		conf.PollInterval = pollInterval
+	}
+	if conf.ShutdownTimeout == 0 {
+		conf.ShutdownTimeout = 2 * time.Second
+	}
+	q := asynqbroker.NewQueue(c, &conf)
+	// Cleanups run last-in first-out: stop the consumers, then delete.
+	redistest.DeleteKeys(t, c, "asynq:{"+name+"}")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = c.SRem(ctx, "asynq:queues", name).Err()
+	})
+	t.Cleanup(func() { _ = q.Close() })
+	return q, name
+}
+
+func TestQueueContract(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	brokertest.RunQueue(t, func(t *testing.T) broker.Queue {
+		q, _ := newQueue(t, c, nil)
+		return q
+	})
+}
+
+// splitBus publishes on one client and subscribes on another, as an api
+// replica and a worker do, so "subscribe then publish" crosses connections.
+type splitBus struct{ pub, sub *asynqbroker.Bus }
+
+func (b splitBus) Publish(ctx context.Context, topic broker.Topic, taskID string, data []byte) error {
+	return b.pub.Publish(ctx, topic, taskID, data)
+}
+
+func (b splitBus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
+	return b.sub.Subscribe(ctx, topic, taskID, fn)
+}
+
+func newBus(t *testing.T, c redis.UniversalClient, prefix string) *asynqbroker.Bus {
+	b := asynqbroker.NewBus(c, &asynqbroker.Config{BusPrefix: prefix})
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestBusContract(t *testing.T) {
+	t.Parallel()
+	pc, sc := redistest.Client(t), redistest.Client(t)
+	brokertest.RunBus(t, func(t *testing.T) broker.Bus {
+		prefix := redistest.Name(t)
+		return splitBus{pub: newBus(t, pc, prefix), sub: newBus(t, sc, prefix)}
+	})
+}
+
+// The same suite over a single client: what an all-in-one process does.
+func TestBusContractOneClient(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	brokertest.RunBus(t, func(t *testing.T) broker.Bus {
+		return newBus(t, c, redistest.Name(t))
+	})
+}
+
+// Task ids become channel names and the wildcard a glob pattern: anything
+// that is not one plain name is refused, so "*" or "a?" can never widen a
+// subscription.
+func TestBusRefusesUnsafeTaskIDs(t *testing.T) {
+	t.Parallel()
+	bus := newBus(t, redistest.Client(t), redistest.Name(t))
+	ctx := t.Context()
+	for _, id := range []string{"a.b", "*", "?", "a*", "[ab]", "x:y", "a b", "a\r\nb", "tab\there", "ÄÖÜ"} {
+		if err := bus.Publish(ctx, broker.TopicCancel, id, nil); err == nil {
+			t.Errorf("Publish with task id %q succeeded", id)
+		}
+		sub, err := bus.Subscribe(ctx, broker.TopicCancel, id, func(string, []byte) {})
+		if err == nil {
+			_ = sub.Close()
+			t.Errorf("Subscribe with task id %q succeeded", id)
+		}
+	}
+	for _, topic := range []broker.Topic{"", "can*", "a:b"} {
+		if err := bus.Publish(ctx, topic, "ABCDEFGHIJKLMNOP", nil); err == nil {
+			t.Errorf("Publish on topic %q succeeded", topic)
+		}
+	}
+}
+
+// A job the consumer took from Asynq but no Next has claimed goes back at
+// once when the consumer stops; a job a worker holds goes back after
+// ShutdownTimeout. Neither counts as a delivery.
+func TestShutdownReturnsJobs(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	q, name := newQueue(t, c, &asynqbroker.Config{Concurrency: 2, ShutdownTimeout: time.Second})
+	ctx := t.Context()
+	held, waiting := &broker.Job{TaskID: "HELD0123456789ABCDEFGHIJKL", Tool: "t"}, &broker.Job{TaskID: "WAIT0123456789ABCDEFGHIJKL", Tool: "t"}
+	if err := q.Enqueue(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	cons, err := q.Consumer(cctx, broker.ConsumerOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, cons)
+	if d.Job().TaskID != held.TaskID {
+		t.Fatalf("got %s", d.Job().TaskID)
+	}
+	if err := q.Enqueue(ctx, waiting); err != nil {
+		t.Fatal(err)
+	}
+	// Let the consumer's second handler take the waiting job from Asynq.
+	waitFor(t, "the second job to become active", func() bool {
+		info, err := asynq.NewInspectorFromRedisClient(c).GetTaskInfo(name, waiting.TaskID)
+		return err == nil && info.State == asynq.TaskStateActive
+	})
+	stop()
+
+	other, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for range 2 {
+		d := next(t, other)
+		got[d.Job().TaskID] = d.Attempt()
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got[held.TaskID] != 1 || got[waiting.TaskID] != 1 {
+		t.Fatalf("redelivered after shutdown with attempts %v, want both at 1", got)
+	}
+	// The first consumer's delivery was taken back.
+	if err := d.Ack(ctx); err == nil {
+		t.Fatal("Ack of a delivery returned to the queue at shutdown succeeded")
+	}
+}
+
+// Retry(d) never comes back before d, although Asynq schedules in seconds.
+func TestRetryDelayNeverEarly(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, redistest.Client(t), nil)
+	ctx := t.Context()
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, delay := range []time.Duration{100 * time.Millisecond, 1100 * time.Millisecond} {
+		j := &broker.Job{TaskID: redistest.Name(t), Tool: "t"}
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		d := next(t, cons)
+		at := time.Now()
+		if err := d.Retry(ctx, delay); err != nil {
+			t.Fatal(err)
+		}
+		d = next(t, cons)
+		if waited := time.Since(at); waited < delay {
+			t.Fatalf("round %d: Retry(%s) came back after %s", i, delay, waited)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDeliverySettlesOnce(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, redistest.Client(t), nil)
+	ctx := t.Context()
+	if err := q.Enqueue(ctx, &broker.Job{TaskID: "ONCE0123456789ABCDEFGHIJKL", Tool: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, cons)
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for name, f := range map[string]func() error{
+		"Ack":    func() error { return d.Ack(ctx) },
+		"Retry":  func() error { return d.Retry(ctx, 0) },
+		"Term":   func() error { return d.Term(ctx, "x") },
+		"Extend": func() error { return d.Extend(ctx) },
+	} {
+		if err := f(); err == nil {
+			t.Errorf("%s after Ack succeeded", name)
+		}
+	}
+}
+
+func TestNextAfterClose(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, redistest.Client(t), nil)
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = q.Close()
+	if d, err := cons.Next(t.Context()); !errors.Is(err, broker.ErrClosed) {
+		t.Fatalf("Next after Close = %v, %v; want broker.ErrClosed", d, err)
+	}
+	if _, err := q.Consumer(t.Context(), broker.ConsumerOptions{}); err == nil {
+		t.Fatal("Consumer after Close succeeded")
+	}
+}
+
+func next(t *testing.T, c broker.Consumer) broker.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	d, err := c.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next: %v", err)
+	}
+	return d
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A worker process that dies holding a job: nothing renews Asynq's lease, and
+// the recoverer of a live consumer hands the job out again 60-120s later (see
+// the package doc). Slow, so it runs only with MCPQ_SLOW_TESTS=1.
+func TestCrashRecovery(t *testing.T) {
+	if q := os.Getenv("ASYNQBROKER_CRASH_QUEUE"); q != "" {
+		// The child: take the job and die without shutting down.
+		c := redis.NewClient(&redis.Options{Addr: redistest.Addr()})
+		qu := asynqbroker.NewQueue(c, &asynqbroker.Config{Queue: q, PollInterval: pollInterval})
+		cons, err := qu.Consumer(context.Background(), broker.ConsumerOptions{Lease: time.Second})
+		if err != nil {
+			os.Exit(2)
+		}
+		d := next(t, cons)
+		fmt.Println("took", d.Job().TaskID)
+		os.Exit(3)
+	}
+	if os.Getenv("MCPQ_SLOW_TESTS") != "1" {
+		t.Skip("set MCPQ_SLOW_TESTS=1 to run (takes up to two minutes)")
+	}
+	t.Parallel()
+	c := redistest.Client(t)
+	q, name := newQueue(t, c, nil)
+	job := &broker.Job{TaskID: "CRASH0123456789ABCDEFGHIJK", Tool: "t"}
+	if err := q.Enqueue(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$")
+	cmd.Env = append(os.Environ(), "ASYNQBROKER_CRASH_QUEUE="+name)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 || !strings.Contains(string(out), "took "+job.TaskID) {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	crashed := time.Now()
+
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Second)
+	defer cancel()
+	d, err := cons.Next(ctx)
+	if err != nil {
+		t.Fatalf("no redelivery within 150s of the crash: %v", err)
+	}
+	took := time.Since(crashed)
+	t.Logf("redelivered %s after %s, attempt %d", d.Job().TaskID, took.Round(100*time.Millisecond), d.Attempt())
+	if d.Job().TaskID != job.TaskID || d.Attempt() != 2 {
+		t.Fatalf("got %s attempt %d, want %s attempt 2", d.Job().TaskID, d.Attempt(), job.TaskID)
+	}
+	if took < 50*time.Second {
+		t.Fatalf("redelivered after only %s: Asynq's lease cannot have expired", took)
+	}
+	_ = d.Ack(t.Context())
+}

@@ -1,0 +1,141 @@
+package redissub_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/redissub"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
+)
+
+// Once Subscribe has returned, the server counts the subscription: another
+// connection sees it in PUBSUB NUMSUB, and a message published from there
+// arrives.
+func TestSubscribeIsLiveOnReturn(t *testing.T) {
+	t.Parallel()
+	sc, pc := redistest.Client(t), redistest.Client(t)
+	m := redissub.New(sc)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := t.Context()
+	name := redistest.Name(t)
+	for i := range 200 {
+		ch := fmt.Sprintf("%s:%d", name, i)
+		got := make(chan string, 1)
+		s, err := m.Subscribe(ctx, ch, redissub.Handler{Message: func(_, p string) { got <- p }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := pc.PubSubNumSub(ctx, ch).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[ch] != 1 {
+			t.Fatalf("round %d: PUBSUB NUMSUB = %d right after Subscribe returned, want 1", i, n[ch])
+		}
+		if err := pc.Publish(ctx, ch, "x").Err(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: message not received", i)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Subscribers of one channel share one server-side subscription, which ends
+// with the last of them; a pattern and a channel are separate.
+func TestSharedSubscription(t *testing.T) {
+	t.Parallel()
+	sc, pc := redistest.Client(t), redistest.Client(t)
+	m := redissub.New(sc)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := t.Context()
+	ch := redistest.Name(t)
+
+	var mu sync.Mutex
+	counts := map[string]int{}
+	handler := func(who string) redissub.Handler {
+		return redissub.Handler{Message: func(string, string) { mu.Lock(); counts[who]++; mu.Unlock() }}
+	}
+	a, err := m.Subscribe(ctx, ch, handler("a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Subscribe(ctx, ch, handler("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := m.PSubscribe(ctx, ch+"*", handler("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	numsub := func() int64 {
+		n, err := pc.PubSubNumSub(ctx, ch).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[ch]
+	}
+	if n := numsub(); n != 1 {
+		t.Fatalf("two subscribers hold %d server subscriptions, want 1", n)
+	}
+	if err := pc.Publish(ctx, ch, "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 1, "p": 1})
+
+	_ = a.Close()
+	if n := numsub(); n != 1 {
+		t.Fatalf("after one of two closed: %d server subscriptions, want 1", n)
+	}
+	if err := pc.Publish(ctx, ch, "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 2, "p": 2})
+	_ = b.Close()
+	_ = p.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for numsub() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("server subscription outlived its last subscriber")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := m.Subscribe(context.Background(), ch, handler("c")); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Close()
+	if _, err := m.Subscribe(ctx, ch, handler("d")); err == nil {
+		t.Fatal("Subscribe after Close succeeded")
+	}
+}
+
+func waitCounts(t *testing.T, mu *sync.Mutex, got, want map[string]int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		ok := true
+		for k, v := range want {
+			if got[k] != v {
+				ok = false
+			}
+		}
+		snapshot := fmt.Sprint(got)
+		mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("message counts %s, want %v", snapshot, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,304 @@
+// Package redisstate implements taskstate.Store and taskstate.Catalog on Redis.
+//
+// A task record is a hash {v: JSON record, r: revision} under
+// <Prefix>task:<id>. Every write is a Lua script, so compare-and-set on the
+// revision, the retention TTL and the change notification happen atomically:
+// the script checks the stored revision, bumps it, writes the record, sets a
+// TTL only when the record is terminal (PERSIST otherwise, so active records
+// never expire) and PUBLISHes "<revision> <JSON>" on <Prefix>watch:<id>. No
+// server configuration (keyspace notifications) is needed. Each record lives
+// under one key, so the scripts also run on Redis Cluster.
+//
+// Watch subscribes to the record's channel through one pub/sub connection per
+// Store shared by all watchers, and only then reads the current record, so no
+// version written in between is missed; versions are ordered by revision.
+//
+// The catalog is a hash of tool name → JSON, a sorted set of expiry times
+// (Redis server time, so worker clocks do not matter) and a version counter
+// bumped whenever the set of tools or a definition changes. Reads purge expired
+// entries and fetch the hash only when the version differs from the one the
+// Store has cached, so a repeated tools/list costs one small round trip.
+package redisstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/redissub"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Config names the keys. A nil Config is valid.
+type Config struct {
+	// Prefix starts every key and channel name, so systems (and tests) can
+	// share a Redis. Default "mcpq:".
+	Prefix string
+	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
+	ToolTTL time.Duration
+}
+
+func (c *Config) withDefaults() Config {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Prefix == "" {
+		out.Prefix = "mcpq:"
+	}
+	if out.ToolTTL <= 0 {
+		out.ToolTTL = 30 * time.Second
+	}
+	return out
+}
+
+// Store is the Redis implementation of taskstate.Store and taskstate.Catalog.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg Config
+	sub *redissub.Mux
+
+	create, update     *redis.Script
+	publishTool, tools *redis.Script
+	toolKeys           []string // data hash, expiry zset, version counter
+	closed             chan struct{}
+	closeOnce          sync.Once
+	catalog            catalogCache
+}
+
+var (
+	_ taskstate.Store   = (*Store)(nil)
+	_ taskstate.Catalog = (*Store)(nil)
+)
+
+// New returns a store on rdb. It does not talk to Redis until used; the
+// caller keeps ownership of rdb (Close does not close it).
+func New(rdb redis.UniversalClient, cfg *Config) *Store {
+	c := cfg.withDefaults()
+	// The catalog's keys share a hash tag, so its scripts run on a cluster.
+	tk := c.Prefix + "{tools}:"
+	return &Store{
+		rdb:         rdb,
+		cfg:         c,
+		sub:         redissub.New(rdb),
+		create:      redis.NewScript(createScript),
+		update:      redis.NewScript(updateScript),
+		publishTool: redis.NewScript(publishToolScript),
+		tools:       redis.NewScript(toolsScript),
+		toolKeys:    []string{tk + "data", tk + "exp", tk + "ver"},
+		closed:      make(chan struct{}),
+		catalog:     catalogCache{ver: -1},
+	}
+}
+
+// Close ends the store's watches and its pub/sub connection.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.closed)
+		if e := s.sub.Close(); e != nil {
+			err = fmt.Errorf("redisstate: close: %w", e)
+		}
+	})
+	return err
+}
+
+func (s *Store) taskKey(id string) string   { return s.cfg.Prefix + "task:" + id }
+func (s *Store) watchChan(id string) string { return s.cfg.Prefix + "watch:" + id }
+
+// ttlArg is the retention a write applies: the record's TTL once it is
+// terminal, none (0, PERSIST) while it is active or when the TTL is unlimited.
+func ttlArg(t *taskstate.Task) int64 {
+	if t.Status.Terminal() && t.TTLMs > 0 {
+		return t.TTLMs
+	}
+	return 0
+}
+
+// createScript: KEYS[1] record; ARGV[1] JSON, ARGV[2] TTL ms (0: none).
+// Returns 0 if the key exists, else the new revision (1).
+const createScript = `
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', 1)
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+return 1`
+
+// updateScript: KEYS[1] record; ARGV[1] expected revision, ARGV[2] JSON,
+// ARGV[3] TTL ms (0: none), ARGV[4] change channel.
+// Returns -1 if there is no record, -2 on a revision mismatch, else the new
+// revision.
+const updateScript = `
+local cur = redis.call('HGET', KEYS[1], 'r')
+if not cur then return -1 end
+if cur ~= ARGV[1] then return -2 end
+local rev = redis.call('HINCRBY', KEYS[1], 'r', 1)
+redis.call('HSET', KEYS[1], 'v', ARGV[2])
+local ttl = tonumber(ARGV[3])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+else
+  redis.call('PERSIST', KEYS[1])
+end
+redis.call('PUBLISH', ARGV[4], rev .. ' ' .. ARGV[2])
+return rev`
+
+func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
+	if !taskstate.ValidID(t.ID) {
+		return fmt.Errorf("redisstate: create: invalid task id %q", t.ID)
+	}
+	b, err := taskstate.Encode(t)
+	if err != nil {
+		return err
+	}
+	n, err := s.create.Run(ctx, s.rdb, []string{s.taskKey(t.ID)}, b, ttlArg(t)).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstate: create %s: %w", t.ID, err)
+	}
+	if n == 0 {
+		return taskstate.ErrExists
+	}
+	t.Revision = uint64(n)
+	return nil
+}
+
+func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
+	if !taskstate.ValidID(id) {
+		return nil, taskstate.ErrNotFound
+	}
+	vals, err := s.rdb.HMGet(ctx, s.taskKey(id), "v", "r").Result()
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: get %s: %w", id, err)
+	}
+	v, _ := vals[0].(string)
+	r, _ := vals[1].(string)
+	if vals[0] == nil && vals[1] == nil {
+		return nil, taskstate.ErrNotFound
+	}
+	rev, err := strconv.ParseUint(r, 10, 64)
+	if err != nil || v == "" {
+		return nil, fmt.Errorf("redisstate: get %s: malformed record (revision %q)", id, r)
+	}
+	return taskstate.Decode([]byte(v), rev)
+}
+
+func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
+	if !taskstate.ValidID(t.ID) {
+		return taskstate.ErrNotFound
+	}
+	b, err := taskstate.Encode(t)
+	if err != nil {
+		return err
+	}
+	n, err := s.update.Run(ctx, s.rdb, []string{s.taskKey(t.ID)},
+		strconv.FormatUint(t.Revision, 10), b, ttlArg(t), s.watchChan(t.ID)).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstate: update %s: %w", t.ID, err)
+	}
+	switch {
+	case n == -1:
+		return taskstate.ErrNotFound
+	case n < 0:
+		return taskstate.ErrConflict
+	}
+	t.Revision = uint64(n)
+	return nil
+}
+
+// Watch implements taskstate.Store. It subscribes to the record's change
+// channel before reading the record, so every version after the one it
+// delivers first reaches it; a watcher that falls behind skips to the newest.
+func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
+	if !taskstate.ValidID(id) {
+		return nil, taskstate.ErrNotFound
+	}
+	// The inbox holds the newest unread notification: "<rev> <JSON>", or ""
+	// when the subscription was renewed after a reconnection and the record
+	// must be read again.
+	inbox := make(chan string, 1)
+	push := func(p string) {
+		select {
+		case inbox <- p:
+		default:
+			select { // replace the stale one
+			case <-inbox:
+			default:
+			}
+			inbox <- p
+		}
+	}
+	sub, err := s.sub.Subscribe(ctx, s.watchChan(id), redissub.Handler{
+		Message:      func(_, payload string) { push(payload) },
+		Resubscribed: func() { push("") },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: watch %s: %w", id, err)
+	}
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		_ = sub.Close()
+		return nil, err
+	}
+	out := make(chan *taskstate.Task, 1)
+	go func() {
+		defer close(out)
+		defer sub.Close()
+		last := cur
+		if !send(ctx, out, last) || last.Status.Terminal() {
+			return
+		}
+		for {
+			var p string
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.closed:
+				return
+			case p = <-inbox:
+			}
+			t, err := s.decodeChange(ctx, id, p)
+			if errors.Is(err, taskstate.ErrNotFound) {
+				return // the record is gone
+			}
+			if err != nil || t.Revision <= last.Revision {
+				continue // unreadable, or older than what was delivered
+			}
+			last = t
+			if !send(ctx, out, t) || t.Status.Terminal() {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// decodeChange turns a change notification into a record; "" re-reads it.
+func (s *Store) decodeChange(ctx context.Context, id, p string) (*taskstate.Task, error) {
+	if p == "" {
+		return s.Get(ctx, id)
+	}
+	revStr, body, ok := strings.Cut(p, " ")
+	if !ok {
+		return nil, fmt.Errorf("redisstate: malformed change notification for %s", id)
+	}
+	rev, err := strconv.ParseUint(revStr, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: malformed change notification for %s", id)
+	}
+	return taskstate.Decode([]byte(body), rev)
+}
+
+func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) bool {
+	select {
+	case ch <- t:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

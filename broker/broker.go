@@ -40,6 +40,9 @@ type ConsumerOptions struct {
 	Lease time.Duration
 	// MaxDeliveries bounds how often a job is handed out. Default 5.
 	MaxDeliveries int
+	// Slots is how many goroutines call Next; push-style brokers take at
+	// most that many jobs at once. 0 lets the implementation choose.
+	Slots int
 }
 
 // Consumer hands out one job per call to Next: one per free worker slot.
@@ -71,6 +74,8 @@ const (
 	TopicCancel Topic = "cancel"
 	// TopicNotify: a JSON-RPC notification (progress, log message) for the
 	// request waiting on a task, forwarded by whichever api replica holds it.
+	// An empty message ends a task's notifications: it follows the outcome
+	// write, so a subscriber that sees it has seen every notification.
 	TopicNotify Topic = "notify"
 )
 

@@ -118,6 +118,16 @@ func (c *callState) Log(ctx context.Context, level string, data any) error {
 	return c.notify(ctx, "notifications/message", map[string]any{"level": level, "logger": c.tool, "data": data})
 }
 
+// endNotifications tells a streaming front end that no notification of this
+// call is still in flight (see broker.TopicNotify).
+func (c *callState) endNotifications(ctx context.Context) {
+	_, progress := c.meta[MetaProgressToken]
+	_, logs := c.meta[MetaLogLevel]
+	if progress || logs {
+		_ = c.w.bus.Publish(ctx, broker.TopicNotify, c.taskID, nil)
+	}
+}
+
 func (c *callState) notify(ctx context.Context, method string, params any) error {
 	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
 	if err != nil {

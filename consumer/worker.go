@@ -127,6 +127,7 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 		// read. It runs ahead of real attempts: a delivery into a pull
 		// request that a stopped worker left behind counts too.
 		MaxDeliveries: w.maxDeliveries(),
+		Slots:         w.cfg.Concurrency,
 	})
 	if err != nil {
 		return err
@@ -368,6 +369,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		_ = d.Retry(io, time.Second)
 		return
 	}
+	cs.endNotifications(io)
 	_ = d.Ack(io)
 }
 

@@ -463,7 +463,9 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 	seen := map[string]bool{}
 	answer := func(want int) {
 		t.Helper()
-		cur := e.waitFor(t, tk.ID, func(x *taskstate.Task) bool { return x.Status == taskstate.InputRequired && len(x.InputRequests) == want })
+		cur := e.waitFor(t, tk.ID, func(x *taskstate.Task) bool {
+			return x.Status == taskstate.InputRequired && len(x.InputRequests) == want
+		})
 		_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(x *taskstate.Task) error {
 			if x.InputResponses == nil {
 				x.InputResponses = map[string]json.RawMessage{}

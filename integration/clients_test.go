@@ -163,16 +163,26 @@ func runOfficialClient(t *testing.T, mcpURL, scenario string, args ...string) cl
 	return s
 }
 
-// officialSystem starts nats-server, an api and one worker (bin) on a prefix of its own.
-func officialSystem(t *testing.T, workerBin func(*harness.Bins) string) (mcpURL string, worker *harness.Proc) {
+// officialSystem starts the broker, an api and one worker (bin) on a prefix of its own.
+func officialSystem(t *testing.T, broker string, workerBin func(*harness.Bins) string) (mcpURL string, worker *harness.Proc) {
 	t.Helper()
 	b := harness.Build(t)
 	officialNode(t) // fail early (and install once) before starting processes
-	natsURL, _ := harness.NATS(t, b)
 	prefix := "oc" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-	mcpURL, _ = harness.API(t, b, natsURL, prefix)
-	worker = harness.Worker(t, workerBin(b), "worker", natsURL, prefix)
+	be := harness.NewBackend(t, b, broker, prefix)
+	mcpURL, _ = harness.API(t, b, be, prefix)
+	worker = harness.Worker(t, workerBin(b), "worker", be, prefix)
 	return mcpURL, worker
+}
+
+// officialOnBrokers runs f as a parallel subtest per broker.
+func officialOnBrokers(t *testing.T, f func(t *testing.T, broker string)) {
+	for _, broker := range brokers {
+		t.Run(broker, func(t *testing.T) {
+			t.Parallel()
+			f(t, broker)
+		})
+	}
 }
 
 func demoWorker(b *harness.Bins) string        { return b.Worker }
@@ -192,48 +202,52 @@ func taskFromGo(t *testing.T, mcpURL, id string) *harness.Task {
 // Acceptance: the official client calls a task tool and settles it.
 func TestOfficialClientSettlesTask(t *testing.T) {
 	t.Parallel()
-	mcpURL, _ := officialSystem(t, demoWorker)
+	officialOnBrokers(t, func(t *testing.T, broker string) {
+		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-	s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-	if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
-		t.Fatalf("summary %+v", s)
-	}
-	if !strings.Contains(s.Text, `"pages":2`) {
-		t.Fatalf("result text %q lacks the report", s.Text)
-	}
-	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
-		t.Fatalf("tasks/get from Go: %+v", tk)
-	}
+		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
+		if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
+			t.Fatalf("summary %+v", s)
+		}
+		if !strings.Contains(s.Text, `"pages":2`) {
+			t.Fatalf("result text %q lacks the report", s.Text)
+		}
+		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
+			t.Fatalf("tasks/get from Go: %+v", tk)
+		}
 
-	w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
-	if w.Status != "completed" || w.TaskID == s.TaskID {
-		t.Fatalf("summary %+v", w)
-	}
+		w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
+		if w.Status != "completed" || w.TaskID == s.TaskID {
+			t.Fatalf("summary %+v", w)
+		}
+	})
 }
 
 // The official client cancels a running task with execution.cancel(); the
 // server reports it cancelled and the handler sees the cancellation.
 func TestOfficialClientCancels(t *testing.T) {
 	t.Parallel()
-	mcpURL, w := officialSystem(t, demoWorker)
+	officialOnBrokers(t, func(t *testing.T, broker string) {
+		mcpURL, w := officialSystem(t, broker, demoWorker)
 
-	s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
-	if s.Status != "cancelled" || s.TaskID == "" {
-		t.Fatalf("summary %+v", s)
-	}
-	if s.ElapsedMs >= 60000 {
-		t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
-	}
-	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
-		t.Fatalf("tasks/get from Go after cancel: %+v", tk)
-	}
-	harness.Eventually(t, 10*time.Second, func() (bool, string) {
-		for _, line := range strings.Split(w.Output(), "\n") {
-			if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
-				return true, ""
-			}
+		s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
+		if s.Status != "cancelled" || s.TaskID == "" {
+			t.Fatalf("summary %+v", s)
 		}
-		return false, "the wait handler never observed the cancellation of " + s.TaskID
+		if s.ElapsedMs >= 60000 {
+			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
+		}
+		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
+			t.Fatalf("tasks/get from Go after cancel: %+v", tk)
+		}
+		harness.Eventually(t, 10*time.Second, func() (bool, string) {
+			for _, line := range strings.Split(w.Output(), "\n") {
+				if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
+					return true, ""
+				}
+			}
+			return false, "the wait handler never observed the cancellation of " + s.TaskID
+		})
 	})
 }
 
@@ -241,21 +255,23 @@ func TestOfficialClientCancels(t *testing.T) {
 // tasks/update → completed) with its onInputRequest handler, asked once.
 func TestOfficialClientElicitation(t *testing.T) {
 	t.Parallel()
-	mcpURL, _ := officialSystem(t, conformanceWorker)
+	officialOnBrokers(t, func(t *testing.T, broker string) {
+		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
-	s := runOfficialClient(t, mcpURL, "elicit")
-	if s.Tool != "confirm_delete" || s.Status != "completed" {
-		t.Fatalf("summary %+v", s)
-	}
-	if !strings.Contains(s.Text, "Deleted") {
-		t.Fatalf("result text %q, want it to contain Deleted", s.Text)
-	}
-	if s.InputRequests == nil || *s.InputRequests != 1 {
-		t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
-	}
-	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "Deleted") {
-		t.Fatalf("tasks/get from Go: %+v", tk)
-	}
+		s := runOfficialClient(t, mcpURL, "elicit")
+		if s.Tool != "confirm_delete" || s.Status != "completed" {
+			t.Fatalf("summary %+v", s)
+		}
+		if !strings.Contains(s.Text, "Deleted") {
+			t.Fatalf("result text %q, want it to contain Deleted", s.Text)
+		}
+		if s.InputRequests == nil || *s.InputRequests != 1 {
+			t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
+		}
+		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "Deleted") {
+			t.Fatalf("tasks/get from Go: %+v", tk)
+		}
+	})
 }
 
 // Acceptance: `go run ./cmd/api` on a fresh checkout (no --nats: embedded
@@ -296,4 +312,3 @@ func TestAllInOneWithOfficialClient(t *testing.T) {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 }
-

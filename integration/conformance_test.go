@@ -37,22 +37,23 @@ func TestConformanceSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite skipped in -short mode")
 	}
-	s := newSystem(t)
-	harness.Worker(t, s.bins.Conformance, "conformance-worker", s.nats, s.prefix)
+	onBrokers(t, func(t *testing.T, s *system) {
+		s.conformanceWorker(t, "conformance-worker")
 
-	cmd := exec.Command(filepath.Join(harness.RepoRoot(), "scripts", "conformance.sh"),
-		append([]string{s.mcpURL}, conformanceScenarios...)...)
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	summary := string(out)
-	if i := strings.Index(summary, "=== conformance summary"); i >= 0 {
-		summary = summary[i:]
-	}
-	t.Logf("\n%s", summary)
-	if err != nil {
-		t.Fatalf("conformance suite failed (%v); full output:\n%s", err, out)
-	}
-	if n := strings.Count(summary, "\nPASS "); n != len(conformanceScenarios) {
-		t.Fatalf("expected %d passing scenarios, saw %d", len(conformanceScenarios), n)
-	}
+		cmd := exec.Command(filepath.Join(harness.RepoRoot(), "scripts", "conformance.sh"),
+			append([]string{s.mcpURL}, conformanceScenarios...)...)
+		cmd.Env = os.Environ()
+		out, err := cmd.CombinedOutput()
+		summary := string(out)
+		if i := strings.Index(summary, "=== conformance summary"); i >= 0 {
+			summary = summary[i:]
+		}
+		t.Logf("\n%s", summary)
+		if err != nil {
+			t.Fatalf("conformance suite failed (%v); full output:\n%s", err, out)
+		}
+		if n := strings.Count(summary, "\nPASS "); n != len(conformanceScenarios) {
+			t.Fatalf("expected %d passing scenarios, saw %d", len(conformanceScenarios), n)
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -27,9 +28,15 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	out := &replier{w: w, id: c.req.ID}
 	_, progress := req.Meta["progressToken"]
 	_, logs := req.Meta["logLevel"]
+	ended := make(chan struct{})
 	if (progress || logs) && acceptsSSE(r) {
 		out.stream = &sseWriter{w: w}
+		var once sync.Once
 		sub, err := s.bus.Subscribe(ctx, broker.TopicNotify, req.ID, func(_ string, data []byte) {
+			if len(data) == 0 { // the worker's end marker follows its outcome write
+				once.Do(func() { close(ended) })
+				return
+			}
 			out.stream.event(data)
 		})
 		if err != nil {
@@ -56,6 +63,14 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		return
 	}
+	if out.stream != nil && final.Status.Terminal() {
+		// Notifications and the outcome travel different paths: let the
+		// notifications sent before the outcome arrive first.
+		select {
+		case <-ended:
+		case <-time.After(notifyDrain):
+		}
+	}
 	switch {
 	case req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask:
 		// The handler continued as a task (it may even have finished since:
@@ -76,6 +91,9 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		out.fail(errorf(codeInternal, http.StatusOK, "the call was cancelled"))
 	}
 }
+
+// notifyDrain bounds the wait for a finished call's last notifications.
+const notifyDrain = 2 * time.Second
 
 // storedError turns a failed record's error into the reply error; an MCP
 // capability error keeps its HTTP 400.

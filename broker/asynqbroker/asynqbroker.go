@@ -90,14 +90,16 @@ type Config struct {
 	// Queues are the queues consumers take jobs from, with Asynq
 	// priorities. Default {Queue: 1}.
 	Queues map[string]int
-	// Concurrency is how many jobs one Consumer takes from Asynq at once:
-	// the Asynq server's concurrency. Set it to the number of slots that
-	// call Next (consumer.Config.Concurrency): more lets a consumer hold
-	// jobs that no slot is free to run, fewer leaves slots idle. Default 4.
+	// Concurrency is how many jobs one Consumer takes from Asynq at once
+	// (the Asynq server's concurrency) when ConsumerOptions.Slots is 0.
+	// It should equal the number of slots that call Next: more lets a
+	// consumer hold jobs no slot is free to run, fewer leaves slots idle.
+	// Default 4.
 	Concurrency int
 	// PollInterval is how often an idle consumer looks for new jobs, and
 	// how often due retries move back to the queue (Asynq's
-	// TaskCheckInterval and DelayedTaskCheckInterval). Default 500ms.
+	// TaskCheckInterval and DelayedTaskCheckInterval). Default 100ms: each
+	// idle consumer then asks Redis for work about ten times a second.
 	PollInterval time.Duration
 	// Dedupe is how long a finished job keeps its id, refusing re-enqueues
 	// of it (Asynq Retention). Default 10m, like natsbroker.
@@ -134,7 +136,7 @@ func (c *Config) withDefaults() Config {
 		out.Concurrency = 4
 	}
 	if out.PollInterval <= 0 {
-		out.PollInterval = 500 * time.Millisecond
+		out.PollInterval = 100 * time.Millisecond
 	}
 	if out.Dedupe <= 0 {
 		out.Dedupe = 10 * time.Minute
@@ -235,8 +237,12 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if c.max <= 0 {
 		c.max = 5
 	}
+	slots := opts.Slots
+	if slots <= 0 {
+		slots = q.cfg.Concurrency
+	}
 	c.srv = asynq.NewServerFromRedisClient(q.rdb, asynq.Config{
-		Concurrency:              q.cfg.Concurrency,
+		Concurrency:              slots,
 		Queues:                   q.cfg.Queues,
 		TaskCheckInterval:        q.cfg.PollInterval,
 		DelayedTaskCheckInterval: q.cfg.PollInterval,

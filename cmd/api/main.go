@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hibiken/asynqmon"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -33,14 +34,16 @@ import (
 
 type config struct {
 	wiring.Options
-	worker         wiring.WorkerOptions
-	listen         string
-	natsListen     string
-	dataDir        string
-	syncTimeout    time.Duration
-	taskTTL        time.Duration
-	allowedHosts   string
-	allowedOrigins string
+	worker           wiring.WorkerOptions
+	listen           string
+	natsListen       string
+	dataDir          string
+	syncTimeout      time.Duration
+	taskTTL          time.Duration
+	allowedHosts     string
+	allowedOrigins   string
+	asynqmon         bool
+	asynqmonReadOnly bool
 }
 
 func main() {
@@ -55,6 +58,8 @@ func main() {
 	fs.DurationVar(&c.taskTTL, "task-ttl", wiring.EnvDuration("MCPQ_TASK_TTL", time.Hour), "how long a finished task is kept (env MCPQ_TASK_TTL)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", os.Getenv("MCPQ_ALLOWED_HOSTS"), "comma-separated Host names accepted besides loopback (env MCPQ_ALLOWED_HOSTS)")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", os.Getenv("MCPQ_ALLOWED_ORIGINS"), "comma-separated Origins accepted besides loopback (env MCPQ_ALLOWED_ORIGINS)")
+	fs.BoolVar(&c.asynqmon, "asynqmon", os.Getenv("MCPQ_ASYNQMON") == "1", "asynq backend: serve the asynqmon queue dashboard at /asynqmon/ (env MCPQ_ASYNQMON=1); it has no auth of its own: only enable it behind your network controls")
+	fs.BoolVar(&c.asynqmonReadOnly, "asynqmon-read-only", os.Getenv("MCPQ_ASYNQMON_READ_ONLY") == "1", "asynqmon: view only, no deleting or retrying from the UI (env MCPQ_ASYNQMON_READ_ONLY=1)")
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")
@@ -85,7 +90,7 @@ func splitList(s string) []string {
 }
 
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
-	allInOne := c.NATSURL == ""
+	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
 	if allInOne {
 		ns, url, err := wiring.EmbeddedNATS(c.dataDir, c.natsListen, log)
 		if err != nil {
@@ -95,7 +100,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		c.NATSURL = url
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	b, err := c.ConnectNATS(cctx, "api", log)
+	b, err := c.Connect(cctx, "api", log)
 	cancel()
 	if err != nil {
 		return err
@@ -142,13 +147,26 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	if c.asynqmon {
+		if c.Broker != "asynq" {
+			return fmt.Errorf("--asynqmon needs --broker asynq")
+		}
+		opt, err := c.AsynqConnOpt()
+		if err != nil {
+			return err
+		}
+		mon := asynqmon.New(asynqmon.Options{RootPath: "/asynqmon", RedisConnOpt: opt, ReadOnly: c.asynqmonReadOnly})
+		defer mon.Close()
+		mux.Handle("/asynqmon/", mon)
+		log.Info().Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Msg("asynqmon mounted")
+	}
 
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", c.listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("nats", c.NATSURL).Msg("api listening")
+	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("broker", c.Broker).Msg("api listening")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 

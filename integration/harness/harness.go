@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Bins are the binaries under test, built once per test binary.
@@ -208,6 +210,15 @@ func Eventually(t testing.TB, within time.Duration, cond func() (bool, string)) 
 	}
 }
 
+// Backend is how api and worker processes reach their broker: the flags
+// that select and address it.
+type Backend struct {
+	Name string // "nats" or "asynq"
+	Args []string
+	// NATS is the nats-server process (nats backend only).
+	NATS *Proc
+}
+
 // NATS starts a nats-server process with JetStream and file storage.
 func NATS(t testing.TB, b *Bins) (url string, p *Proc) {
 	t.Helper()
@@ -218,12 +229,66 @@ func NATS(t testing.TB, b *Bins) (url string, p *Proc) {
 	return fmt.Sprintf("nats://127.0.0.1:%d", port), p
 }
 
-// API starts the api against natsURL and waits until /healthz answers.
-func API(t testing.TB, b *Bins, natsURL, prefix string, extra ...string) (mcpURL string, p *Proc) {
+// RedisURL is the Redis the asynq backend tests use: MCPQ_TEST_REDIS or the
+// machine's 127.0.0.1:6379.
+func RedisURL() string {
+	if u := os.Getenv("MCPQ_TEST_REDIS"); u != "" {
+		if !strings.Contains(u, "://") {
+			u = "redis://" + u
+		}
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// NewBackend starts what backend name needs (a nats-server for "nats";
+// "asynq" uses the running Redis) and removes the test's Redis keys, all
+// named by prefix, when the test ends.
+func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
+	t.Helper()
+	switch name {
+	case "nats":
+		url, p := NATS(t, b)
+		return Backend{Name: name, Args: []string{"--nats", url}, NATS: p}
+	case "asynq":
+		url := RedisURL()
+		t.Cleanup(func() { dropRedisKeys(t, url, prefix) })
+		return Backend{Name: name, Args: []string{"--broker", "asynq", "--redis", url}}
+	}
+	t.Fatalf("unknown backend %q", name)
+	return Backend{}
+}
+
+// dropRedisKeys deletes the keys a system with this prefix made: its own
+// ("<prefix>:…") and its Asynq queue's ("asynq:{<prefix>}:…").
+func dropRedisKeys(t testing.TB, url, prefix string) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
+		var keys []string
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+		}
+		if len(keys) > 0 {
+			_ = rdb.Del(ctx, keys...).Err()
+		}
+	}
+	_ = rdb.SRem(ctx, "asynq:queues", prefix).Err()
+}
+
+// API starts the api on be and waits until /healthz answers.
+func API(t testing.TB, b *Bins, be Backend, prefix string, extra ...string) (mcpURL string, p *Proc) {
 	t.Helper()
 	port := FreePort(t)
-	args := append([]string{"--nats", natsURL, "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json"}, extra...)
-	p = Start(t, "api", b.API, nil, args...)
+	args := append(append([]string{}, be.Args...), "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json")
+	p = Start(t, "api", b.API, nil, append(args, extra...)...)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	Eventually(t, 20*time.Second, func() (bool, string) {
 		if p.Exited() {
@@ -239,11 +304,11 @@ func API(t testing.TB, b *Bins, natsURL, prefix string, extra ...string) (mcpURL
 	return base + "/mcp", p
 }
 
-// Worker starts a worker binary (b.Worker or b.Conformance) and waits until it runs.
-func Worker(t testing.TB, bin, name, natsURL, prefix string, extra ...string) *Proc {
+// Worker starts a worker binary (b.Worker or b.Conformance) on be and waits until it runs.
+func Worker(t testing.TB, bin, name string, be Backend, prefix string, extra ...string) *Proc {
 	t.Helper()
-	args := append([]string{"--nats", natsURL, "--prefix", prefix, "--log-json"}, extra...)
-	p := Start(t, name, bin, nil, args...)
+	args := append(append([]string{}, be.Args...), "--prefix", prefix, "--log-json")
+	p := Start(t, name, bin, nil, append(args, extra...)...)
 	p.WaitOutput(t, "worker running", 20*time.Second)
 	return p
 }

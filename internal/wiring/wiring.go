@@ -44,15 +44,22 @@ func (b *Backend) Close() {
 
 // Options are the flags shared by every binary.
 type Options struct {
+	Broker   string // "nats" or "asynq"
+	RedisURL string
 	NATSURL  string
-	Prefix   string // names streams, buckets and subjects, so systems can share a server
-	LogLevel string
-	LogJSON  bool
+	// AsynqPoll is how often idle asynq consumers look for jobs.
+	AsynqPoll time.Duration
+	Prefix    string // names streams, buckets and subjects, so systems can share a server
+	LogLevel  string
+	LogJSON   bool
 }
 
 // Flags registers the shared flags on fs, defaulting from the environment.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&o.Broker, "broker", envOr("MCPQ_BROKER", "nats"), "backend for queue, state and bus: nats or asynq (env MCPQ_BROKER)")
+	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "asynq backend: Redis URL (env REDIS_URL)")
+	fs.DurationVar(&o.AsynqPoll, "asynq-poll", EnvDuration("MCPQ_ASYNQ_POLL", 100*time.Millisecond), "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load (env MCPQ_ASYNQ_POLL)")
+	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "nats backend: NATS server URL (env NATS_URL)")
 	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
 	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
 	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
@@ -92,6 +99,17 @@ func (o *Options) Logger(service string) zerolog.Logger {
 		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339}
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Str("service", service).Logger()
+}
+
+// Connect sets up the seams on the chosen backend.
+func (o *Options) Connect(ctx context.Context, name string, log zerolog.Logger) (*Backend, error) {
+	switch o.Broker {
+	case "nats", "":
+		return o.ConnectNATS(ctx, name, log)
+	case "asynq", "redis":
+		return o.ConnectRedis(ctx, name, log)
+	}
+	return nil, fmt.Errorf("wiring: unknown --broker %q (use nats or asynq)", o.Broker)
 }
 
 // ConnectNATS connects to url and sets up the NATS seams.

@@ -63,7 +63,7 @@ func WorkerMain(name string, register func(*consumer.Mux)) {
 
 func runWorker(ctx context.Context, name string, opts *Options, wo *WorkerOptions, register func(*consumer.Mux), log zerolog.Logger) error {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	b, err := opts.ConnectNATS(cctx, name, log)
+	b, err := opts.Connect(cctx, name, log)
 	cancel()
 	if err != nil {
 		return err

@@ -61,7 +61,7 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return fmt.Errorf("redisstate: publish tool %s: %w", t.Name, err)
 	}
-	if err := s.publishTool.Run(ctx, s.rdb, s.toolKeys, t.Name, b, s.cfg.ToolTTL.Milliseconds()).Err(); err != nil {
+	if err := s.publishTool.Run(ctx, s.rdb, s.toolKeys, t.Key(), b, s.cfg.ToolTTL.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("redisstate: publish tool %s: %w", t.Name, err)
 	}
 	return nil
@@ -127,13 +127,13 @@ func (s *Store) readCatalog(ctx context.Context) (map[string]*taskstate.ToolInfo
 		name, _ := flat[i].(string)
 		raw, _ := flat[i+1].(string)
 		var t taskstate.ToolInfo
-		if err := json.Unmarshal([]byte(raw), &t); err != nil || t.Name != name {
+		if err := json.Unmarshal([]byte(raw), &t); err != nil || t.Key() != name {
 			continue // not a tool this package wrote
 		}
 		byName[name] = &t
 		sorted = append(sorted, &t)
 	}
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key() < sorted[j].Key() })
 	c.mu.Lock()
 	c.ver, c.byName, c.sorted = ver, byName, sorted
 	c.mu.Unlock()

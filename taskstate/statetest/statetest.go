@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"CatalogRepublish", s.catalogRepublish},
 		{"CatalogUnknown", s.catalogUnknown},
 		{"CatalogNamesDistinct", s.catalogNamesDistinct},
+		{"CatalogKindsDistinct", s.catalogKindsDistinct},
 		{"CatalogExpiry", s.catalogExpiry},
 	}
 	for _, tc := range tests {
@@ -846,6 +847,26 @@ func (s *suite) catalogNamesDistinct(t *testing.T, e *env) {
 	}
 	if got := e.toolNames(t); len(got) != len(names) {
 		t.Fatalf("Tools() = %v, want %d distinct tools", got, len(names))
+	}
+}
+
+// A tool and a prompt may share a name; they are addressed by Key.
+func (s *suite) catalogKindsDistinct(t *testing.T, e *env) {
+	ti := tool("summary")
+	ti.Description = "the tool"
+	pr := tool("summary")
+	pr.Kind = taskstate.KindPrompt
+	pr.Description = "the prompt"
+	e.publish(t, ti)
+	e.publish(t, pr)
+	if got := e.tool(t, "summary"); got.Kind != taskstate.KindTool || got.Description != "the tool" {
+		t.Errorf("Tool(summary) = %+v, want the tool", got)
+	}
+	if got := e.tool(t, pr.Key()); got.Kind != taskstate.KindPrompt || got.Description != "the prompt" {
+		t.Errorf("Tool(%q) = %+v, want the prompt", pr.Key(), got)
+	}
+	if got := e.toolNames(t); len(got) != 2 {
+		t.Fatalf("Tools() = %v, want the tool and the prompt", got)
 	}
 }
 

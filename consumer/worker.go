@@ -261,7 +261,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	case err != nil:
 		log.Error().Err(err).Msg("reading task record; retrying job")
-		_ = d.Retry(io, time.Second)
+		_ = d.Retry(io, backoff(d.Attempt()))
 		return
 	case rec.Status.Terminal():
 		log.Debug().Str("status", string(rec.Status)).Msg("task already terminal; acking job")
@@ -278,7 +278,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			return
 		}
 		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
-		_ = d.Retry(io, 2*time.Second)
+		_ = d.Retry(io, backoff(d.Attempt()))
 		return
 	}
 
@@ -302,7 +302,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	case err != nil:
 		log.Error().Err(err).Msg("taking the lease; retrying job")
-		_ = d.Retry(io, time.Second)
+		_ = d.Retry(io, backoff(d.Attempt()))
 		return
 	}
 	log = log.With().Int("attempt", rec.Attempt).Logger()
@@ -366,7 +366,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		}
 	}
 	if !w.finish(io, log.With().Dur("took", took).Logger(), job.TaskID, result, rpcErr) {
-		_ = d.Retry(io, time.Second)
+		_ = d.Retry(io, backoff(d.Attempt()))
 		return
 	}
 	cs.endNotifications(io)
@@ -461,4 +461,16 @@ func toRPCError(err error) *taskstate.RPCError {
 		return e
 	}
 	return &taskstate.RPCError{Code: -32603, Message: err.Error()}
+}
+
+// backoff is the delay before a job that hit a transient failure (store
+// unreachable, no handler here) is delivered again: 1s, 2s, 4s, … up to 30s.
+func backoff(delivery int) time.Duration {
+	if delivery < 1 {
+		delivery = 1
+	}
+	if delivery > 6 {
+		return 30 * time.Second
+	}
+	return time.Second << (delivery - 1)
 }

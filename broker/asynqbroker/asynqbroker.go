@@ -87,8 +87,13 @@ import (
 type Config struct {
 	// Queue is the Asynq queue jobs are enqueued to. Default "mcpqueue".
 	Queue string
+	// ToolQueues sends a tool's jobs to a queue of its own (tool → queue);
+	// tools not listed go to Queue. Give slow or bulky tools their own
+	// queue so they cannot starve the rest.
+	ToolQueues map[string]string
 	// Queues are the queues consumers take jobs from, with Asynq
-	// priorities. Default {Queue: 1}.
+	// priorities (a queue of priority 6 is served six times as often as
+	// one of priority 1). Default: Queue and every ToolQueues queue, 1 each.
 	Queues map[string]int
 	// Concurrency is how many jobs one Consumer takes from Asynq at once
 	// (the Asynq server's concurrency) when ConsumerOptions.Slots is 0.
@@ -131,6 +136,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if len(out.Queues) == 0 {
 		out.Queues = map[string]int{out.Queue: 1}
+		for _, q := range out.ToolQueues {
+			out.Queues[q] = 1
+		}
 	}
 	if out.Concurrency <= 0 {
 		out.Concurrency = 4
@@ -207,7 +215,7 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	}
 	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(job.Tool, b),
 		asynq.TaskID(job.TaskID),
-		asynq.Queue(q.cfg.Queue),
+		asynq.Queue(q.queueFor(job.Tool)),
 		asynq.MaxRetry(q.cfg.MaxDeliveries-1),
 		asynq.Retention(q.cfg.Dedupe),
 		asynq.Timeout(q.cfg.Timeout),
@@ -219,6 +227,14 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil
+}
+
+// queueFor is the queue a tool's jobs go to.
+func (q *Queue) queueFor(tool string) string {
+	if name, ok := q.cfg.ToolQueues[tool]; ok {
+		return name
+	}
+	return q.cfg.Queue
 }
 
 // Consumer starts an asynq.Server that feeds Next. It runs until ctx ends or

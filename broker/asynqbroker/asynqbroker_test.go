@@ -2,6 +2,7 @@ package asynqbroker_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -320,4 +321,46 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("redelivered after only %s: Asynq's lease cannot have expired", took)
 	}
 	_ = d.Ack(t.Context())
+}
+
+// A tool routed to a queue of its own lands there, and a consumer serving
+// both queues gets jobs from each.
+func TestToolQueues(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	slow := redistest.Name(t)
+	redistest.DeleteKeys(t, c, "asynq:{"+slow+"}")
+	q, def := newQueue(t, c, &asynqbroker.Config{ToolQueues: map[string]string{"render": slow}})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, j := range []*broker.Job{{TaskID: rand.Text(), Tool: "render"}, {TaskID: rand.Text(), Tool: "greet"}} {
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insp := asynq.NewInspectorFromRedisClient(c)
+	for queue, want := range map[string]int{slow: 1, def: 1} {
+		info, err := insp.GetQueueInfo(queue)
+		if err != nil || info.Pending != want {
+			t.Fatalf("queue %s: %+v %v, want %d pending", queue, info, err, want)
+		}
+	}
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for range 2 {
+		d, err := cons.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[d.Job().Tool] = true
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !seen["render"] || !seen["greet"] {
+		t.Fatalf("consumer got %v, want jobs from both queues", seen)
+	}
 }

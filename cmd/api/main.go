@@ -17,7 +17,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -79,16 +78,6 @@ func envOr(k, def string) string {
 	return def
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
 	if allInOne {
@@ -134,13 +123,13 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{TTL: c.taskTTL, Logger: log})
-	hosts := splitList(c.allowedHosts)
+	hosts := wiring.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
 		AllowedHosts:   hosts,
-		AllowedOrigins: splitList(c.allowedOrigins),
+		AllowedOrigins: wiring.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
 		Logger:         log,
 	})

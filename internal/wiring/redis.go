@@ -3,6 +3,7 @@ package wiring
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hibiken/asynq"
@@ -28,8 +29,13 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	}
 	checkRedisDurability(ctx, rdb, log)
 
-	q := asynqbroker.NewQueue(rdb, o.asynqConfig())
-	bus := asynqbroker.NewBus(rdb, o.asynqConfig())
+	acfg, err := o.asynqConfig()
+	if err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
+	q := asynqbroker.NewQueue(rdb, acfg)
+	bus := asynqbroker.NewBus(rdb, acfg)
 	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":"})
 	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st}
 	b.close = []func(){
@@ -41,8 +47,68 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	return b, nil
 }
 
-func (o *Options) asynqConfig() *asynqbroker.Config {
-	return &asynqbroker.Config{Queue: o.Prefix, BusPrefix: o.Prefix + ":bus", PollInterval: o.AsynqPoll}
+// asynqConfig names the queues "<prefix>" (default) and "<prefix>.<name>".
+func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
+	c := &asynqbroker.Config{Queue: o.Prefix, BusPrefix: o.Prefix + ":bus", PollInterval: o.AsynqPoll}
+	queue := func(name string) string {
+		if name == "default" {
+			return o.Prefix
+		}
+		return o.Prefix + "." + name
+	}
+	pairs := func(flag, s string) ([][2]string, error) {
+		var out [][2]string
+		for _, p := range SplitList(s) {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" || v == "" {
+				return nil, fmt.Errorf("wiring: %s: %q is not name=value", flag, p)
+			}
+			out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		}
+		return out, nil
+	}
+	qs, err := pairs("--asynq-queues", o.AsynqQueues)
+	if err != nil {
+		return nil, err
+	}
+	if len(qs) > 0 {
+		c.Queues = map[string]int{o.Prefix: 1}
+		for _, kv := range qs {
+			prio, err := strconv.Atoi(kv[1])
+			if err != nil || prio < 1 {
+				return nil, fmt.Errorf("wiring: --asynq-queues: priority of %q must be a positive integer, got %q", kv[0], kv[1])
+			}
+			c.Queues[queue(kv[0])] = prio
+		}
+	}
+	tqs, err := pairs("--asynq-tool-queues", o.AsynqToolQueues)
+	if err != nil {
+		return nil, err
+	}
+	if len(tqs) > 0 {
+		c.ToolQueues = map[string]string{}
+		for _, kv := range tqs {
+			q := queue(kv[1])
+			if c.Queues != nil {
+				if _, ok := c.Queues[q]; !ok {
+					return nil, fmt.Errorf("wiring: --asynq-tool-queues: %s goes to queue %q, which --asynq-queues does not list", kv[0], kv[1])
+				}
+			}
+			c.ToolQueues[kv[0]] = q
+		}
+	}
+	return c, nil
+}
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // AsynqConnOpt is the connection asynqmon needs for the same Redis.

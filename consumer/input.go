@@ -190,7 +190,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 		return nil, fmt.Errorf("consumer: posting input requests: %w", err)
 	}
 	if out, ok := answered(cur, keys); ok {
-		return out, nil // answered before: a resumed run does not ask again
+		return out, refused(out) // answered before: a resumed run does not ask again
 	}
 	c.Logger().Info().Strs("keys", keys).Msg("waiting for client input")
 
@@ -204,7 +204,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 	for t := range updates {
 		if out, ok := answered(t, keys); ok {
 			c.Logger().Info().Dur("waited", time.Since(started)).Msg("client input received")
-			return out, nil
+			return out, refused(out)
 		}
 		if t.Status.Terminal() {
 			break
@@ -217,6 +217,23 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 		return nil, context.Cause(ctx)
 	}
 	return nil, fmt.Errorf("consumer: task ended while waiting for input")
+}
+
+// refused turns a client's error answer (a 2025-11-25 client may answer a
+// request with a JSON-RPC error) into the error Ask returns.
+func refused(answers []json.RawMessage) error {
+	for _, a := range answers {
+		var e struct {
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(a, &e) == nil && e.Error != nil {
+			return &ProtocolError{Code: e.Error.Code, Message: "the client refused the input request: " + e.Error.Message}
+		}
+	}
+	return nil
 }
 
 func answered(t *taskstate.Task, keys []string) ([]json.RawMessage, bool) {

@@ -59,6 +59,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		writeError(w, req.ID, rerr)
 		return
 	}
+	s.count(string(taskstate.Era20260728), req.Method)
 	ctx := r.Context()
 	switch req.Method {
 	case "server/discover":
@@ -275,13 +276,9 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeError(w, c.req.ID, invalidParams("invalid params: missing tool name"))
 		return
 	}
-	tool, err := s.catalog.Tool(ctx, p.Name)
-	if errors.Is(err, taskstate.ErrNotFound) {
-		writeError(w, c.req.ID, invalidParams("Unknown tool: "+p.Name))
-		return
-	}
-	if err != nil {
-		s.internalError(w, c.req.ID, "reading the tool catalog", err)
+	tool, rerr := s.lookupTool(ctx, p.Name)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
 		return
 	}
 	if tool.TaskSupport == taskstate.TaskRequired && !c.tasksExt {
@@ -290,14 +287,9 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}))
 		return
 	}
-	if err := s.validateArgs(tool, p.Arguments); err != nil {
-		// Invalid arguments are a tool execution error the model can correct.
-		writeResult(w, c.req.ID, map[string]any{
-			"resultType": resultComplete,
-			"content":    []map[string]any{{"type": "text", "text": fmt.Sprintf("invalid arguments for tool %q: %v", p.Name, err)}},
-			"isError":    true,
-			"_meta":      s.resultMeta(),
-		})
+	if bad := s.checkArgs(tool, p.Arguments); bad != nil {
+		bad["resultType"] = resultComplete
+		writeResult(w, c.req.ID, bad)
 		return
 	}
 	answers, rerr := s.gatherAnswers(p.Name, &p)
@@ -327,6 +319,34 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	s.syncCall(ctx, w, r, c, req, answers)
+}
+
+// lookupTool finds a tool in the catalog.
+func (s *Server) lookupTool(ctx context.Context, name string) (*taskstate.ToolInfo, *rpcError) {
+	tool, err := s.catalog.Tool(ctx, name)
+	if errors.Is(err, taskstate.ErrNotFound) {
+		return nil, invalidParams("Unknown tool: " + name)
+	}
+	if err != nil {
+		s.log.Error().Err(err).Msg("reading the tool catalog")
+		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the tool catalog")
+	}
+	return tool, nil
+}
+
+// checkArgs validates arguments against the tool's input schema. Invalid
+// arguments are a tool execution error the model can correct: the returned
+// result (nil when valid) says what is wrong.
+func (s *Server) checkArgs(tool *taskstate.ToolInfo, args json.RawMessage) map[string]any {
+	err := s.validateArgs(tool, args)
+	if err == nil {
+		return nil
+	}
+	return map[string]any{
+		"content": []map[string]any{{"type": "text", "text": fmt.Sprintf("invalid arguments for tool %q: %v", tool.Name, err)}},
+		"isError": true,
+		"_meta":   s.resultMeta(),
+	}
 }
 
 // jobMeta keeps what a worker may need from the request _meta, plus the MRTR
@@ -420,15 +440,22 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 	if p.TaskID == "" {
 		return nil, nil, invalidParams("invalid params: missing taskId")
 	}
-	t, err := s.store.Get(ctx, p.TaskID)
-	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != c.owner {
-		return &p, nil, invalidParams("Task not found: " + p.TaskID)
+	t, rerr := s.ownedTask(ctx, p.TaskID, c.owner)
+	return &p, t, rerr
+}
+
+// ownedTask loads a task owner may see; another owner's task gets exactly
+// the answer an unknown id gets.
+func (s *Server) ownedTask(ctx context.Context, id, owner string) (*taskstate.Task, *rpcError) {
+	t, err := s.store.Get(ctx, id)
+	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != owner {
+		return nil, invalidParams("Task not found: " + id)
 	}
 	if err != nil {
-		s.log.Error().Err(err).Str("task", p.TaskID).Msg("reading task")
-		return &p, nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading task")
+		s.log.Error().Err(err).Str("task", id).Msg("reading task")
+		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading task")
 	}
-	return &p, t, nil
+	return t, nil
 }
 
 func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, c *call) {
@@ -469,9 +496,23 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call
 		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object mapping request keys to results"))
 		return
 	}
-	// Check every answer to an outstanding request before changing anything;
-	// keys that are not outstanding are ignored.
-	for k, v := range p.InputResponses {
+	if rerr := s.answerInputs(ctx, t, p.InputResponses, true); rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	s.ack(w, c.req.ID)
+}
+
+// answerInputs stores answers to a task's outstanding input requests (from
+// tasks/update, or a 2025-11-25 client's response): every answer is checked
+// before anything changes; keys not outstanding are ignored. The worker
+// waiting on the task sees them through the record's change feed, on
+// whichever replica this runs.
+func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses map[string]json.RawMessage, validate bool) *rpcError {
+	for k, v := range responses {
+		if !validate {
+			break
+		}
 		raw, open := t.InputRequests[k]
 		if !open {
 			continue
@@ -481,15 +522,12 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call
 		}
 		_ = json.Unmarshal(raw, &req)
 		if err := validateInputResponse(req.Method, v); err != nil {
-			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err)))
-			return
+			return invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err))
 		}
 	}
-	// Store the answers; the worker waiting on the task sees them through
-	// the record's change feed, on whichever replica this runs.
-	_, err := taskstate.Mutate(ctx, s.store, p.TaskID, s.cfg.Now, func(t *taskstate.Task) error {
+	_, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
 		n := 0
-		for k, v := range p.InputResponses {
+		for k, v := range responses {
 			if _, ok := t.InputRequests[k]; !ok {
 				continue
 			}
@@ -509,8 +547,8 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call
 		return nil
 	})
 	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
-		s.internalError(w, c.req.ID, "storing input responses", err)
-		return
+		s.log.Error().Err(err).Str("task", t.ID).Msg("storing input responses")
+		return errorf(codeInternal, http.StatusInternalServerError, "internal error: storing input responses")
 	}
-	s.ack(w, c.req.ID)
+	return nil
 }

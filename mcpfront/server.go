@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/broker"
@@ -49,8 +50,10 @@ type Config struct {
 	StateKey []byte
 	// RequestStateTTL bounds how long a requestState stays valid. Default 1h.
 	RequestStateTTL time.Duration
-	Logger          zerolog.Logger
-	Now             func() time.Time
+	// Metrics registers the front end's counters (nil: none).
+	Metrics prometheus.Registerer
+	Logger  zerolog.Logger
+	Now     func() time.Time
 }
 
 // Server is the MCP HTTP handler.
@@ -66,6 +69,15 @@ type Server struct {
 
 	schemas  sync.Map // tool name → *compiledSchema
 	stateKey []byte
+	sessions taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
+	requests *prometheus.CounterVec
+}
+
+// count records one request by wire era and method.
+func (s *Server) count(era, method string) {
+	if s.requests != nil {
+		s.requests.WithLabelValues(era, method).Inc()
+	}
 }
 
 type compiledSchema struct {
@@ -109,6 +121,14 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		prod:     p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
 	}
+	s.sessions, _ = store.(taskstate.Sessions)
+	if c.Metrics != nil {
+		s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_api_requests_total",
+			Help: "MCP requests by protocol era (2026-07-28 or 2025-11-25) and method: shows when the legacy wire can be retired.",
+		}, []string{"era", "method"})
+		c.Metrics.MustRegister(s.requests)
+	}
 	for _, h := range c.AllowedHosts {
 		s.hosts[strings.ToLower(h)] = true
 	}
@@ -122,6 +142,10 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	if r.Method == http.MethodDelete && r.Header.Get(headerSession) != "" && s.sessions != nil {
+		s.deleteSession(w, r)
 		return
 	}
 	if r.Method != http.MethodPost {
@@ -162,6 +186,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, `invalid request: "jsonrpc" must be "2.0"`))
 		return
 	}
+	if req.isResponse() && isLegacy(r, &req) {
+		s.serveLegacy(w, r, &req) // a client's answer to an input request
+		return
+	}
 	if req.isResponse() || req.isNotification() {
 		w.WriteHeader(http.StatusAccepted)
 		return
@@ -176,6 +204,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !acceptsJSON(r) {
 		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
+		return
+	}
+	if isLegacy(r, &req) {
+		s.serveLegacy(w, r, &req)
 		return
 	}
 	s.serveModern(w, r, &req)

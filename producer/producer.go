@@ -4,6 +4,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -87,6 +88,8 @@ type Request struct {
 	// Mode says who waits (see taskstate.Mode). Default ModeTask.
 	Mode taskstate.Mode
 	Meta map[string]json.RawMessage
+	// TTL overrides the retention of this task once terminal (0: the default).
+	TTL time.Duration
 	// ID, when set, makes Create idempotent: a retry with the same id returns
 	// the existing record instead of starting a second job.
 	ID string
@@ -118,7 +121,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Status:         taskstate.Working,
 		CreatedAt:      now,
 		LastUpdatedAt:  now,
-		TTLMs:          p.cfg.TTL.Milliseconds(),
+		TTLMs:          cmp.Or(r.TTL, p.cfg.TTL).Milliseconds(),
 		PollIntervalMs: p.cfg.PollInterval.Milliseconds(),
 		Meta:           r.Meta,
 	}

@@ -22,6 +22,30 @@ type Store interface {
 	// until ctx ends or the record turns terminal (the terminal version is
 	// delivered, then the channel closes). The channel is closed on ctx end.
 	Watch(ctx context.Context, id string) (<-chan *Task, error)
+	// List returns up to limit of owner's tasks in creation order, starting
+	// after the opaque cursor ("" = from the first), and the cursor of the
+	// next page ("" when there is none). Tasks without an owner are never
+	// listed. A malformed cursor is ErrBadCursor.
+	List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error)
+}
+
+// Sessions keeps 2025-11-25 protocol sessions, so any api replica can serve
+// any session. Sessions expire a fixed time after they were created.
+type Sessions interface {
+	PutSession(ctx context.Context, s *Session) error
+	Session(ctx context.Context, id string) (*Session, error) // ErrNotFound
+	DeleteSession(ctx context.Context, id string) error       // nil if absent
+}
+
+// Session is what a 2025-11-25 initialize established.
+type Session struct {
+	ID                 string          `json:"id"`
+	ProtocolVersion    string          `json:"protocolVersion"`
+	ClientCapabilities json.RawMessage `json:"clientCapabilities,omitempty"`
+	ClientInfo         json.RawMessage `json:"clientInfo,omitempty"`
+	Owner              string          `json:"owner,omitempty"`    // authenticated principal, if any
+	LogLevel           string          `json:"logLevel,omitempty"` // set by logging/setLevel
+	CreatedAt          time.Time       `json:"createdAt"`
 }
 
 // Catalog keeps the tools and prompts that live workers serve. Entries expire
@@ -109,6 +133,9 @@ func Mutate(ctx context.Context, s Store, id string, now func() time.Time, decid
 		return next, nil
 	}
 }
+
+// ErrBadCursor is returned by List for a cursor it did not make.
+var ErrBadCursor = errors.New("taskstate: invalid cursor")
 
 // ErrSkip tells Mutate to write nothing.
 var ErrSkip = errors.New("taskstate: no change")

@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/hibiken/asynqmon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -127,7 +130,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
+		Metrics:        reg,
+		StateKey:       []byte(os.Getenv("MCPQ_STATE_KEY")),
 		AllowedHosts:   hosts,
 		AllowedOrigins: wiring.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
@@ -135,6 +142,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	if c.asynqmon {
 		if c.Broker != "asynq" {

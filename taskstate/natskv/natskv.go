@@ -27,6 +27,12 @@ type Config struct {
 	ToolBucket string
 	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
 	ToolTTL time.Duration
+	// OwnerBucket indexes tasks by owner (tasks/list). Default TaskBucket+"_owners".
+	OwnerBucket string
+	// SessionBucket holds 2025-11-25 sessions. Default TaskBucket+"_sessions".
+	SessionBucket string
+	// SessionTTL is a session's lifetime. Default 24h.
+	SessionTTL time.Duration
 	// Replicas for both buckets (clustered NATS). Default 1.
 	Replicas int
 	// Memory stores the buckets in memory instead of files (tests only).
@@ -47,6 +53,15 @@ func (c *Config) withDefaults() Config {
 	if out.ToolTTL <= 0 {
 		out.ToolTTL = 30 * time.Second
 	}
+	if out.OwnerBucket == "" {
+		out.OwnerBucket = out.TaskBucket + "_owners"
+	}
+	if out.SessionBucket == "" {
+		out.SessionBucket = out.TaskBucket + "_sessions"
+	}
+	if out.SessionTTL <= 0 {
+		out.SessionTTL = 24 * time.Hour
+	}
 	if out.Replicas <= 0 {
 		out.Replicas = 1
 	}
@@ -58,8 +73,10 @@ type Store struct {
 	js    jetstream.JetStream
 	tasks jetstream.KeyValue
 	tools jetstream.KeyValue
-	cfg   Config
-	subj  string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
+	// owners indexes tasks by owner; sessions holds 2025-11-25 sessions.
+	owners, sessions jetstream.KeyValue
+	cfg              Config
+	subj             string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
 
 	mu      sync.Mutex
 	watch   *watchHub
@@ -68,8 +85,9 @@ type Store struct {
 }
 
 var (
-	_ taskstate.Store   = (*Store)(nil)
-	_ taskstate.Catalog = (*Store)(nil)
+	_ taskstate.Store    = (*Store)(nil)
+	_ taskstate.Catalog  = (*Store)(nil)
+	_ taskstate.Sessions = (*Store)(nil)
 )
 
 // New creates (or updates) the buckets and returns the store.
@@ -102,8 +120,30 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 	if err != nil {
 		return nil, fmt.Errorf("natskv: tool bucket %q: %w", c.ToolBucket, err)
 	}
+	owners, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         c.OwnerBucket,
+		Description:    "mcpqueue tasks by owner (tasks/list)",
+		History:        1,
+		Storage:        storage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: time.Minute,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natskv: owner bucket %q: %w", c.OwnerBucket, err)
+	}
+	sessions, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      c.SessionBucket,
+		Description: "mcpqueue 2025-11-25 sessions",
+		History:     1,
+		TTL:         c.SessionTTL,
+		Storage:     storage,
+		Replicas:    c.Replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natskv: session bucket %q: %w", c.SessionBucket, err)
+	}
 	return &Store{
-		js: js, tasks: tasks, tools: tools, cfg: c,
+		js: js, tasks: tasks, tools: tools, owners: owners, sessions: sessions, cfg: c,
 		subj:   "$KV." + c.TaskBucket + ".",
 		closed: make(chan struct{}),
 	}, nil
@@ -127,6 +167,11 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	}
 	b, err := taskstate.Encode(t)
 	if err != nil {
+		return err
+	}
+	// The index entry goes first: a task that exists is always listable.
+	// Its record gets no TTL here, so neither does the entry.
+	if err := s.index(ctx, t, 0); err != nil {
 		return err
 	}
 	rev, err := s.tasks.Create(ctx, t.ID, b)
@@ -188,6 +233,11 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 		return fmt.Errorf("natskv: update %s: %w", t.ID, err)
 	}
 	t.Revision = ack.Sequence
+	if t.Status.Terminal() && t.TTLMs > 0 {
+		// The owner-index entry expires with the record. A failure here
+		// only leaves an entry that List drops once the record is gone.
+		_ = s.index(ctx, t, t.TTL())
+	}
 	return nil
 }
 

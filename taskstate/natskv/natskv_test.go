@@ -11,7 +11,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate/statetest"
 )
 
-const toolTTL = 2 * time.Second
+const (
+	toolTTL    = 2 * time.Second
+	sessionTTL = 2 * time.Second
+)
 
 // newStore returns a store on its own buckets of srv.
 func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
@@ -24,6 +27,7 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 			TaskBucket: name + "_tasks",
 			ToolBucket: name + "_tools",
 			ToolTTL:    toolTTL,
+			SessionTTL: sessionTTL,
 			Memory:     memory,
 		})
 		if err != nil {
@@ -37,5 +41,56 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, newStore(srv, false), &statetest.Options{ToolTTL: toolTTL})
+	statetest.Run(t, newStore(srv, false), &statetest.Options{ToolTTL: toolTTL, SessionTTL: sessionTTL})
+}
+
+// Create writes the owner-index entry just before the record, so List may
+// meet an entry whose record is still being written. It must leave such an
+// entry alone, or the task would never be listed.
+func TestListKeepsEntryOfCreateUnderWay(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	name := natstest.Name(t)
+	ctx := t.Context()
+	s, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Now().UTC()
+	task := &taskstate.Task{
+		ID: taskstate.NewID(), Tool: "echo", Owner: "alice", Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
+		Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60_000,
+	}
+	if err := s.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	// Take the record away, leaving the index entry: the state between
+	// Create's two writes.
+	kv, err := js.KeyValue(ctx, name+"_tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, task.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.List(ctx, "alice", "", 10); err != nil || len(got) != 0 {
+		t.Fatalf("List without the record = %d tasks, %v; want none", len(got), err)
+	}
+	// The record arrives.
+	b, err := taskstate.Encode(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, task.ID, b); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != task.ID {
+		t.Fatalf("List once the record is written = %d tasks, want the task", len(got))
+	}
 }

@@ -1,4 +1,5 @@
-// Package redisstate implements taskstate.Store and taskstate.Catalog on Redis.
+// Package redisstate implements taskstate.Store, taskstate.Catalog and
+// taskstate.Sessions on Redis.
 //
 // A task record is a hash {v: JSON record, r: revision} under
 // <Prefix>task:<id>. Every write is a Lua script, so compare-and-set on the
@@ -6,8 +7,15 @@
 // the script checks the stored revision, bumps it, writes the record, sets a
 // TTL only when the record is terminal (PERSIST otherwise, so active records
 // never expire) and PUBLISHes "<revision> <JSON>" on <Prefix>watch:<id>. No
-// server configuration (keyspace notifications) is needed. Each record lives
-// under one key, so the scripts also run on Redis Cluster.
+// server configuration (keyspace notifications) is needed.
+//
+// Tasks with an owner are also listed in their owner's index (index.go): the
+// create script adds the task there in the same step that stores the record,
+// and the update script schedules the entry's removal for when a terminal
+// record's retention ends. Those scripts touch the record and the owner's
+// index, which hash to different slots, and List reads records from inside its
+// script; so the store needs one Redis primary (standalone or Sentinel), not
+// Redis Cluster.
 //
 // Watch subscribes to the record's channel through one pub/sub connection per
 // Store shared by all watchers, and only then reads the current record, so no
@@ -18,6 +26,9 @@
 // bumped whenever the set of tools or a definition changes. Reads purge expired
 // entries and fetch the hash only when the version differs from the one the
 // Store has cached, so a repeated tools/list costs one small round trip.
+//
+// A session is a JSON string under <Prefix>session:<id>, written with an
+// expiry of Config.SessionTTL.
 package redisstate
 
 import (
@@ -42,6 +53,8 @@ type Config struct {
 	Prefix string
 	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
 	ToolTTL time.Duration
+	// SessionTTL is a session's lifetime, counted from PutSession. Default 24h.
+	SessionTTL time.Duration
 }
 
 func (c *Config) withDefaults() Config {
@@ -55,26 +68,31 @@ func (c *Config) withDefaults() Config {
 	if out.ToolTTL <= 0 {
 		out.ToolTTL = 30 * time.Second
 	}
+	if out.SessionTTL <= 0 {
+		out.SessionTTL = 24 * time.Hour
+	}
 	return out
 }
 
-// Store is the Redis implementation of taskstate.Store and taskstate.Catalog.
+// Store is the Redis implementation of taskstate.Store, taskstate.Catalog and
+// taskstate.Sessions.
 type Store struct {
 	rdb redis.UniversalClient
 	cfg Config
 	sub *redissub.Mux
 
-	create, update     *redis.Script
-	publishTool, tools *redis.Script
-	toolKeys           []string // data hash, expiry zset, version counter
-	closed             chan struct{}
-	closeOnce          sync.Once
-	catalog            catalogCache
+	create, update, list *redis.Script
+	publishTool, tools   *redis.Script
+	toolKeys             []string // data hash, expiry zset, version counter
+	closed               chan struct{}
+	closeOnce            sync.Once
+	catalog              catalogCache
 }
 
 var (
-	_ taskstate.Store   = (*Store)(nil)
-	_ taskstate.Catalog = (*Store)(nil)
+	_ taskstate.Store    = (*Store)(nil)
+	_ taskstate.Catalog  = (*Store)(nil)
+	_ taskstate.Sessions = (*Store)(nil)
 )
 
 // New returns a store on rdb. It does not talk to Redis until used; the
@@ -89,6 +107,7 @@ func New(rdb redis.UniversalClient, cfg *Config) *Store {
 		sub:         redissub.New(rdb),
 		create:      redis.NewScript(createScript),
 		update:      redis.NewScript(updateScript),
+		list:        redis.NewScript(listScript),
 		publishTool: redis.NewScript(publishToolScript),
 		tools:       redis.NewScript(toolsScript),
 		toolKeys:    []string{tk + "data", tk + "exp", tk + "ver"},
@@ -121,20 +140,34 @@ func ttlArg(t *taskstate.Task) int64 {
 	return 0
 }
 
-// createScript: KEYS[1] record; ARGV[1] JSON, ARGV[2] TTL ms (0: none).
+// createScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
+// its owner's index and retention sets; ARGV[1] JSON, ARGV[2] TTL ms (0:
+// none), ARGV[3] task id, ARGV[4] creation time (unix ns).
 // Returns 0 if the key exists, else the new revision (1).
-const createScript = `
+const createScript = indexLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', 1)
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+if #KEYS == 3 then
+  local now = nowMs()
+  prune(KEYS[2], KEYS[3], now, 100)
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+  if ttl > 0 then
+    redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
+  else
+    redis.call('ZREM', KEYS[3], ARGV[3])
+  end
+  settle(KEYS[2], KEYS[3])
+end
 return 1`
 
-// updateScript: KEYS[1] record; ARGV[1] expected revision, ARGV[2] JSON,
-// ARGV[3] TTL ms (0: none), ARGV[4] change channel.
+// updateScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
+// its owner's index and retention sets; ARGV[1] expected revision, ARGV[2]
+// JSON, ARGV[3] TTL ms (0: none), ARGV[4] change channel, ARGV[5] task id.
 // Returns -1 if there is no record, -2 on a revision mismatch, else the new
 // revision.
-const updateScript = `
+const updateScript = indexLua + `
 local cur = redis.call('HGET', KEYS[1], 'r')
 if not cur then return -1 end
 if cur ~= ARGV[1] then return -2 end
@@ -145,6 +178,16 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[1], ttl)
 else
   redis.call('PERSIST', KEYS[1])
+end
+if #KEYS == 3 then
+  if ttl > 0 then
+    if redis.call('ZSCORE', KEYS[2], ARGV[5]) then
+      redis.call('ZADD', KEYS[3], nowMs() + ttl, ARGV[5])
+      settle(KEYS[2], KEYS[3])
+    end
+  elseif redis.call('ZREM', KEYS[3], ARGV[5]) == 1 then
+    settle(KEYS[2], KEYS[3])
+  end
 end
 redis.call('PUBLISH', ARGV[4], rev .. ' ' .. ARGV[2])
 return rev`
@@ -157,7 +200,8 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.create.Run(ctx, s.rdb, []string{s.taskKey(t.ID)}, b, ttlArg(t)).Int64()
+	keys := append([]string{s.taskKey(t.ID)}, s.ownerKeys(t.Owner)...)
+	n, err := s.create.Run(ctx, s.rdb, keys, b, ttlArg(t), t.ID, t.CreatedAt.UnixNano()).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: create %s: %w", t.ID, err)
 	}
@@ -196,8 +240,9 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
-	n, err := s.update.Run(ctx, s.rdb, []string{s.taskKey(t.ID)},
-		strconv.FormatUint(t.Revision, 10), b, ttlArg(t), s.watchChan(t.ID)).Int64()
+	keys := append([]string{s.taskKey(t.ID)}, s.ownerKeys(t.Owner)...)
+	n, err := s.update.Run(ctx, s.rdb, keys,
+		strconv.FormatUint(t.Revision, 10), b, ttlArg(t), s.watchChan(t.ID), t.ID).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: update %s: %w", t.ID, err)
 	}

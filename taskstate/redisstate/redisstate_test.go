@@ -2,6 +2,7 @@ package redisstate_test
 
 import (
 	"bufio"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate/statetest"
 )
 
-const toolTTL = 2 * time.Second
+const (
+	toolTTL    = 2 * time.Second
+	sessionTTL = 2 * time.Second
+)
 
 // newStore returns a store under its own key prefix; its keys are deleted
 // when the subtest ends.
@@ -22,7 +26,7 @@ func newStore(c redis.UniversalClient) statetest.NewStoreFunc {
 	return func(t *testing.T) (taskstate.Store, taskstate.Catalog) {
 		prefix := redistest.Name(t) + ":"
 		redistest.DeleteKeys(t, c, prefix)
-		s := redisstate.New(c, &redisstate.Config{Prefix: prefix, ToolTTL: toolTTL})
+		s := redisstate.New(c, &redisstate.Config{Prefix: prefix, ToolTTL: toolTTL, SessionTTL: sessionTTL})
 		t.Cleanup(func() { _ = s.Close() })
 		return s, s
 	}
@@ -31,7 +35,7 @@ func newStore(c redis.UniversalClient) statetest.NewStoreFunc {
 func TestContract(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	statetest.Run(t, newStore(c), &statetest.Options{ToolTTL: toolTTL})
+	statetest.Run(t, newStore(c), &statetest.Options{ToolTTL: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Two stores on separate clients, as an api replica and a worker: writes
@@ -109,6 +113,161 @@ func TestExpiryOnlyWhenTerminal(t *testing.T) {
 	}
 	if d := pttl(); d <= 59*time.Second || d > 60*time.Second {
 		t.Fatalf("terminal record expires in %s, want its 60s TTL", d)
+	}
+}
+
+// The owner index never outlives what it lists: an entry leaves once its
+// record's retention ends (pruned by the next Create or List of the owner),
+// and when every entry is expiring the index keys expire with the last one,
+// so an owner who never comes back leaves nothing behind.
+func TestOwnerIndexRetention(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	prefix := redistest.Name(t) + ":"
+	redistest.DeleteKeys(t, c, prefix)
+	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := t.Context()
+
+	owned := func(owner string, ttl time.Duration) *taskstate.Task {
+		t.Helper()
+		task := newTask()
+		task.Owner = owner
+		task.TTLMs = ttl.Milliseconds()
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	finish := func(task *taskstate.Task) {
+		t.Helper()
+		if _, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error { t.Status = taskstate.Completed; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// indexKeys returns the one owner's index keys there are (tasks and
+	// expiring sets), or none.
+	indexKeys := func() []string {
+		t.Helper()
+		keys, err := c.Keys(ctx, prefix+"owner:*:tasks").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch len(keys) {
+		case 0:
+			return nil
+		case 1:
+			return []string{keys[0], strings.TrimSuffix(keys[0], "tasks") + "expiring"}
+		}
+		t.Fatalf("index keys of several owners: %v", keys)
+		return nil
+	}
+	// pttl is the tasks set's expiry, checking the expiring set's matches.
+	pttl := func(keys []string) time.Duration {
+		t.Helper()
+		d, err := c.PTTL(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := c.PTTL(ctx, keys[1]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d > 0 && (e < d-10*time.Millisecond || e > d+10*time.Millisecond) || d == -1 && e >= 0 {
+			t.Fatalf("tasks set expires in %s, expiring set in %s", d, e)
+		}
+		return d
+	}
+	card := func(keys []string) int64 {
+		t.Helper()
+		n, err := c.ZCard(ctx, keys[0]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	gone := func(task *taskstate.Task) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := s.Get(ctx, task.ID)
+			if errors.Is(err, taskstate.ErrNotFound) {
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("terminal record still there after 10s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// An owner whose only task expires leaves no keys.
+	lone := owned("bob", time.Second)
+	keys := indexKeys()
+	if keys == nil {
+		t.Fatal("no index keys after bob's first task")
+	}
+	if d := pttl(keys); d != -1 {
+		t.Fatalf("index of an active task expires in %s, want never", d)
+	}
+	finish(lone)
+	if d := pttl(keys); d <= 0 || d > time.Second+10*time.Millisecond {
+		t.Fatalf("index of one task with a 1s retention expires in %s", d)
+	}
+	gone(lone)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(indexKeys()) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("index keys %v still there 10s after their last task expired", indexKeys())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// While any task has no retention, the index has none either.
+	long := owned("alice", time.Minute)
+	short := owned("alice", time.Second)
+	keys = indexKeys()
+	finish(short)
+	if d := pttl(keys); d != -1 {
+		t.Fatalf("index with an active task expires in %s, want never", d)
+	}
+	finish(long)
+	if d := pttl(keys); d <= 59*time.Second || d > time.Minute+10*time.Millisecond {
+		t.Fatalf("index of tasks retained up to 60s expires in %s, want about 60s", d)
+	}
+	// An expired task's entry goes with the owner's next Create.
+	gone(short)
+	next := owned("alice", time.Minute)
+	if n := card(keys); n != 2 {
+		t.Fatalf("index holds %d entries after the expired task's owner created another, want 2", n)
+	}
+	if d := pttl(keys); d != -1 {
+		t.Fatalf("index with an active task expires in %s, want never", d)
+	}
+	got, _, err := s.List(ctx, "alice", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != long.ID || got[1].ID != next.ID {
+		t.Fatalf("List = %d tasks, want the two that are left", len(got))
+	}
+
+	// An entry whose record vanished early (evicted, deleted by hand) goes
+	// with the next List.
+	if err := c.Del(ctx, prefix+"task:"+next.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err = s.List(ctx, "alice", "", 10); err != nil || len(got) != 1 || got[0].ID != long.ID {
+		t.Fatalf("List after a record vanished = %d tasks, %v; want one", len(got), err)
+	}
+	if n := card(keys); n != 1 {
+		t.Fatalf("index holds %d entries after List met a vanished record, want 1", n)
+	}
+	if d := pttl(keys); d <= 58*time.Second || d > time.Minute+10*time.Millisecond {
+		t.Fatalf("index of one task retained for 60s expires in %s, want about 60s", d)
 	}
 }
 

@@ -33,27 +33,43 @@ var conformanceScenarios = []string{
 	"input-required-result-validate-input", "input-required-result-non-tool-request",
 }
 
+// legacyScenarios run on the 2025-11-25 wire (initialize, sessions) against
+// the same api and worker.
+var legacyScenarios = []string{
+	"server-initialize", "ping", "logging-set-level", "tools-list", "dns-rebinding-protection",
+	"server-sse-multiple-streams", "server-session-lifecycle", "json-schema-2020-12",
+	"tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",
+	"tools-call-mixed-content", "tools-call-error", "tools-call-with-progress",
+	"tools-call-with-logging", "tools-call-sampling", "tools-call-elicitation",
+}
+
 func TestConformanceSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite skipped in -short mode")
 	}
 	onBrokers(t, func(t *testing.T, s *system) {
 		s.conformanceWorker(t, "conformance-worker")
-
-		cmd := exec.Command(filepath.Join(harness.RepoRoot(), "scripts", "conformance.sh"),
-			append([]string{s.mcpURL}, conformanceScenarios...)...)
-		cmd.Env = os.Environ()
-		out, err := cmd.CombinedOutput()
-		summary := string(out)
-		if i := strings.Index(summary, "=== conformance summary"); i >= 0 {
-			summary = summary[i:]
-		}
-		t.Logf("\n%s", summary)
-		if err != nil {
-			t.Fatalf("conformance suite failed (%v); full output:\n%s", err, out)
-		}
-		if n := strings.Count(summary, "\nPASS "); n != len(conformanceScenarios) {
-			t.Fatalf("expected %d passing scenarios, saw %d", len(conformanceScenarios), n)
-		}
+		runConformance(t, s.mcpURL, "2026-07-28", conformanceScenarios)
+		runConformance(t, s.mcpURL, "2025-11-25", legacyScenarios)
 	})
+}
+
+// runConformance runs scenarios with scripts/conformance.sh on one wire and
+// fails unless every one passes with zero failed checks.
+func runConformance(t *testing.T, url, wire string, scenarios []string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(harness.RepoRoot(), "scripts", "conformance.sh"), append([]string{url}, scenarios...)...)
+	cmd.Env = append(os.Environ(), "CONFORMANCE_SPEC_VERSION="+wire)
+	out, err := cmd.CombinedOutput()
+	summary := string(out)
+	if i := strings.Index(summary, "=== conformance summary"); i >= 0 {
+		summary = summary[i:]
+	}
+	t.Logf("%s wire:\n%s", wire, summary)
+	if err != nil {
+		t.Fatalf("conformance suite failed on the %s wire (%v); full output:\n%s", wire, err, out)
+	}
+	if n := strings.Count(summary, "\nPASS "); n != len(scenarios) {
+		t.Fatalf("%s wire: expected %d passing scenarios, saw %d", wire, len(scenarios), n)
+	}
 }

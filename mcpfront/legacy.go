@@ -551,9 +551,11 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 		w.WriteHeader(http.StatusAccepted) // not a request of ours: nothing to route
 		return
 	}
+	// A response the server cannot take gets an HTTP error status (never
+	// 404, which would tell the client its session is gone).
 	t, rerr := s.ownedTask(r.Context(), taskID, c.owner)
 	if rerr != nil {
-		writeError(w, nil, &rpcError{Code: rerr.Code, Message: rerr.Message, status: http.StatusNotFound})
+		writeError(w, nil, &rpcError{Code: rerr.Code, Message: rerr.Message, status: http.StatusBadRequest})
 		return
 	}
 	answer, validate := c.req.Result, true
@@ -562,6 +564,9 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 		answer, validate = json.RawMessage(`{"error":`+string(c.req.Error)+`}`), false
 	}
 	if rerr := s.answerInputs(r.Context(), t, map[string]json.RawMessage{key: answer}, validate); rerr != nil {
+		if rerr.status < http.StatusBadRequest {
+			rerr.status = http.StatusBadRequest
+		}
 		writeError(w, nil, rerr)
 		return
 	}

@@ -191,6 +191,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.isResponse() || req.isNotification() {
+		if r.Header.Get(headerSession) != "" && s.sessions != nil && isLegacy(r, &req) {
+			if _, rerr := s.sessionOf(r); rerr != nil {
+				writeError(w, nil, rerr)
+				return
+			}
+		}
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}

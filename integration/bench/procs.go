@@ -1,0 +1,311 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cleanup is a stack of undo steps run once each, last registered first:
+// at the end of a backend's run, at exit, and on Ctrl-C.
+type cleanup struct {
+	mu    sync.Mutex
+	steps []*step
+}
+
+type step struct {
+	name string
+	once sync.Once
+	fn   func()
+}
+
+func (s *step) run() { s.once.Do(s.fn) }
+
+// add registers fn and returns a function that runs it now (once).
+func (c *cleanup) add(name string, fn func()) func() {
+	s := &step{name: name, fn: fn}
+	c.mu.Lock()
+	c.steps = append(c.steps, s)
+	c.mu.Unlock()
+	return s.run
+}
+
+// runAll runs every step not yet run, newest first.
+func (c *cleanup) runAll() {
+	c.mu.Lock()
+	steps := append([]*step(nil), c.steps...)
+	c.mu.Unlock()
+	for i := len(steps) - 1; i >= 0; i-- {
+		steps[i].run()
+	}
+}
+
+// bins are the binaries the process phases start.
+type bins struct {
+	dir, api, worker, nats string
+}
+
+// pprofOverlay is compiled into api and worker (only with --pprof, through
+// `go build -overlay`, without touching the repository): it serves
+// net/http/pprof on $MCPQ_BENCH_PPROF when that is set.
+const pprofOverlay = `package main
+
+import (
+	"net/http"
+	_ "net/http/pprof"
+	"os"
+)
+
+func init() {
+	if a := os.Getenv("MCPQ_BENCH_PPROF"); a != "" {
+		go func() { _ = http.ListenAndServe(a, nil) }()
+	}
+}
+`
+
+// build compiles api, worker and nats-server (the version in go.mod) into a
+// temporary directory, like integration/harness does.
+func build(ctx context.Context, root string, withPprof bool, cl *cleanup) (*bins, error) {
+	dir, err := os.MkdirTemp("", "mcpq-bench-")
+	if err != nil {
+		return nil, err
+	}
+	cl.add("remove "+dir, func() { _ = os.RemoveAll(dir) })
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if withPprof {
+		src := filepath.Join(dir, "zz_bench_pprof.go")
+		if err := os.WriteFile(src, []byte(pprofOverlay), 0o644); err != nil {
+			return nil, err
+		}
+		overlay := fmt.Sprintf(`{"Replace":{%q:%q,%q:%q}}`,
+			filepath.Join(root, "cmd", "api", "zz_bench_pprof.go"), src,
+			filepath.Join(root, "cmd", "worker", "zz_bench_pprof.go"), src)
+		ov := filepath.Join(dir, "overlay.json")
+		if err := os.WriteFile(ov, []byte(overlay), 0o644); err != nil {
+			return nil, err
+		}
+		args = append(args, "-overlay", ov)
+	}
+	args = append(args, "./cmd/api", "./cmd/worker", "github.com/nats-io/nats-server/v2")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	b := &bins{dir: dir, api: filepath.Join(dir, "api"), worker: filepath.Join(dir, "worker"), nats: filepath.Join(dir, "nats-server")}
+	for _, p := range []string{b.api, b.worker, b.nats} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("build produced no %s: %w", p, err)
+		}
+	}
+	return b, nil
+}
+
+// repoRoot finds the module root above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(b), "module github.com/mcpqueue/mcpqueue") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the bench inside the mcpqueue module (go run ./integration/bench)")
+		}
+		dir = parent
+	}
+}
+
+// proc is a child process whose output keeps its last 64 KiB.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	out  *tailBuffer
+	done chan struct{}
+	err  error
+}
+
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	cut bool
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 64<<10 {
+		t.b = append(t.b[:0], t.b[len(t.b)-48<<10:]...)
+		t.cut = true
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cut {
+		return "…" + string(t.b)
+	}
+	return string(t.b)
+}
+
+// start runs bin in its own process group (Ctrl-C reaches the bench only,
+// which then stops children in order); the kernel kills it if the bench dies.
+func start(name, bin string, env []string, args ...string) (*proc, error) {
+	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &tailBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to grace, then SIGKILLs.
+func (p *proc) stop(grace time.Duration) {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for !strings.Contains(p.out.String(), s) {
+		if p.exited() {
+			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
+		}
+		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// startNATS runs nats-server with JetStream and file storage in a temporary
+// directory, as integration/harness does.
+func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url string, p *proc, stop func(), err error) {
+	port, err := freePort()
+	if err != nil {
+		return "", nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "mcpq-bench-nats-")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	args := []string{"-a", "127.0.0.1", "-p", fmt.Sprint(port), "-js", "-sd", dir}
+	if profilePort > 0 {
+		args = append(args, "--profile", fmt.Sprint(profilePort))
+	}
+	p, err = start("nats-server", b.nats, nil, args...)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, nil, err
+	}
+	stop = cl.add("stop nats-server", func() { p.stop(5 * time.Second); _ = os.RemoveAll(dir) })
+	if err := p.waitOutput(ctx, "Server is ready", 20*time.Second); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return fmt.Sprintf("nats://127.0.0.1:%d", port), p, stop, nil
+}
+
+// dropRedisKeys deletes what a system with this prefix left in Redis: its
+// own keys ("<prefix>:…"), its Asynq queue's ("asynq:{<prefix>}:…") and the
+// queue's entry in asynq:queues. It returns how many keys it deleted.
+func dropRedisKeys(url, prefix string) (int, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*"} {
+		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
+		var keys []string
+		flush := func() error {
+			if len(keys) == 0 {
+				return nil
+			}
+			err := rdb.Unlink(ctx, keys...).Err()
+			n += len(keys)
+			keys = keys[:0]
+			return err
+		}
+		for iter.Next(ctx) {
+			keys = append(keys, iter.Val())
+			if len(keys) >= 1000 {
+				if err := flush(); err != nil {
+					return n, err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return n, err
+		}
+		if err := flush(); err != nil {
+			return n, err
+		}
+	}
+	return n, rdb.SRem(ctx, "asynq:queues", prefix).Err()
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+func printBackend(w io.Writer, c *config, r *backendRun) {
+	fmt.Fprintf(w, "\n== %s: %s ==\n", r.name, r.desc)
+	fmt.Fprintf(w, "%-46s %4s %9s  %15s %15s %15s  %s\n", "", "", "", "create ms", "end-to-end ms", "record ms", "CPU % of one core (200 = both cores)")
+	fmt.Fprintf(w, "%-46s %4s %9s  %7s %7s %7s %7s %7s %7s  %5s %5s %6s %6s %5s %5s\n",
+		"phase", "conc", "ops/s", "p50", "p99", "p50", "p99", "p50", "p99", "bench", "api", "worker", "broker", "other", "err")
+	for _, res := range r.results() {
+		cpu := func(k string) string {
+			v, ok := res.cpu[k]
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprintf("%.0f", v)
+		}
+		rate := fmt.Sprintf("%.1f", res.rate())
+		if res.noRate {
+			rate = "(paced)"
+		}
+		fmt.Fprintf(w, "%-46s %4d %9s  %7s %7s %7s %7s %7s %7s  %5s %5s %6s %6s %5s %5d\n",
+			res.name, res.conc, rate,
+			ms(pct(res.create, .5)), ms(pct(res.create, .99)),
+			ms(pct(res.e2e, .5)), ms(pct(res.e2e, .99)),
+			ms(pct(res.server, .5)), ms(pct(res.server, .99)),
+			cpu("bench"), cpu("api"), cpu("worker"), cpu("broker"), cpu("other"), res.errs)
+	}
+	fmt.Fprintf(w, "CPU time per task or call, µs:")
+	for _, res := range []*result{r.ceil, r.ceilOps, r.task, r.sync} {
+		if res == nil || res.rate() == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "  %s", res.label())
+		for _, k := range []string{"bench", "api", "worker", "broker"} {
+			if v, ok := res.cpu[k]; ok && (v >= 0.5 || k == "bench") {
+				fmt.Fprintf(w, " %s %.0f", k, v/100/res.rate()*1e6)
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	if r.task != nil && r.ceil != nil {
+		fmt.Fprintf(w, "ratios: task path ÷ ceiling = %s (÷ ceiling with worker's record ops = %s)", ratio(r.task, r.ceil), ratio(r.task, r.ceilOps))
+		if r.sync != nil {
+			fmt.Fprintf(w, "; sync ÷ task path = %s", ratio(r.sync, r.task))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, res := range []*result{r.task, r.task1} {
+		if res != nil && res.ops > 0 {
+			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, every %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
+				res.label(), float64(res.polls)/float64(res.ops), res.conc, c.poll, float64(res.polls)/res.window.Seconds(), res.rate())
+		}
+	}
+	if r.sync1 != nil {
+		fmt.Fprintf(w, "(e) pickup at low load: sync p50 at concurrency 1 = %s ms back-to-back", ms(pct(r.sync1.e2e, .5)))
+		if r.syncRand != nil {
+			fmt.Fprintf(w, ", %s ms randomly timed (n=%d)", ms(pct(r.syncRand.e2e, .5)), r.syncRand.ops)
+		}
+		fmt.Fprintf(w, ";\n    handler time ≈ 0 (wait ms=0: no sleep, one statusMessage write), so that is queueing + pickup +\n    record writes + HTTP")
+		if r.task1 != nil {
+			fmt.Fprintf(w, "; server side (task path, one at a time), record createdAt → completed p50 = %s ms", ms(pct(r.task1.server, .5)))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "durability: %s\n", r.durability)
+	for _, res := range r.results() {
+		if res.errs > 0 {
+			fmt.Fprintf(w, "errors in %s: %d, first: %s\n", strings.TrimSpace(res.name), res.errs, res.errMsg)
+		}
+	}
+	if r.err != nil {
+		fmt.Fprintf(w, "FAILED: %v\n", r.err)
+	}
+}
+
+func (r *backendRun) results() []*result {
+	var out []*result
+	for _, res := range []*result{r.ceil, r.ceilOps, r.task, r.sync, r.task1, r.sync1, r.syncRand} {
+		if res != nil {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+// label is the row's tag: "(a)", "(a′)", "(b)"…
+func (r *result) label() string {
+	l, _, _ := strings.Cut(r.name, ")")
+	return l + ")"
+}
+
+func ratio(a, b *result) string {
+	if a == nil || b == nil || b.rate() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a.rate()/b.rate())
+}
+
+func printSummary(w io.Writer, c *config, runs []*backendRun) {
+	if len(runs) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "\n== summary (concurrency %d unless noted) ==\n", c.conc)
+	fmt.Fprintf(w, "%-44s", "")
+	for _, r := range runs {
+		fmt.Fprintf(w, " %13s", r.name)
+	}
+	fmt.Fprintln(w)
+	row := func(label string, f func(r *backendRun) string) {
+		fmt.Fprintf(w, "%-44s", label)
+		for _, r := range runs {
+			fmt.Fprintf(w, " %13s", f(r))
+		}
+		fmt.Fprintln(w)
+	}
+	rate := func(res *result) string {
+		if res == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", res.rate())
+	}
+	p := func(res *result, sel func(*result) []time.Duration, q float64) string {
+		if res == nil {
+			return "-"
+		}
+		return ms(pct(sel(res), q))
+	}
+	e2e := func(r *result) []time.Duration { return r.e2e }
+	cr := func(r *result) []time.Duration { return r.create }
+	row("(a)  ceiling tasks/s", func(r *backendRun) string { return rate(r.ceil) })
+	row("(a′) ceiling + worker's record ops tasks/s", func(r *backendRun) string { return rate(r.ceilOps) })
+	row("(b)  task path tasks/s", func(r *backendRun) string { return rate(r.task) })
+	row("(b)  create p50 / p99 ms", func(r *backendRun) string { return p(r.task, cr, .5) + " / " + p(r.task, cr, .99) })
+	row("(b)  end-to-end p50 / p99 ms", func(r *backendRun) string { return p(r.task, e2e, .5) + " / " + p(r.task, e2e, .99) })
+	row("(c)  sync path calls/s", func(r *backendRun) string { return rate(r.sync) })
+	row("(c)  sync p50 / p99 ms", func(r *backendRun) string { return p(r.sync, e2e, .5) + " / " + p(r.sync, e2e, .99) })
+	row("(d)  task end-to-end p50 ms, one at a time", func(r *backendRun) string { return p(r.task1, e2e, .5) })
+	row("(d,e) sync p50 ms, one at a time", func(r *backendRun) string { return p(r.sync1, e2e, .5) })
+	row("(e)  same, randomly timed calls", func(r *backendRun) string { return p(r.syncRand, e2e, .5) })
+	row("task path ÷ ceiling", func(r *backendRun) string { return ratio(r.task, r.ceil) })
+	row("sync ÷ task path", func(r *backendRun) string { return ratio(r.sync, r.task) })
+}
+
+func printNotes(w io.Writer, c *config, runs []*backendRun) {
+	fmt.Fprintf(w, `
+notes:
+- (a) ceiling: no HTTP, no MCP. In this process, %[1]d goroutines call producer.Create (record Create
+  + Queue.Enqueue) while at most %[1]d tasks are in flight; Consumer.Next with %[1]d slots takes
+  each job, taskstate.Mutate writes it completed, then Ack. Same seams and configuration as the
+  binaries (internal/wiring: natsbroker+natskv / asynqbroker+redisstate), own prefix.
+  end-to-end = record createdAt → ack. (a′) adds the record work consumer.Worker does for this
+  tool: Get, take (attempt+lease), the handler's Progress statusMessage, finish — 1 read and
+  3 read-compare-and-set writes per task where (a) has one.
+- (b) task path: api and worker are separate processes; each client loops tools/call (tasks
+  extension) → tasks/get every %[2]s until completed. create = the tools/call round trip (record +
+  job durable); end-to-end = call start → completed seen, so it includes polling lag (up to one
+  interval plus a tasks/get round trip); record = the final record's createdAt → lastUpdatedAt
+  (api clock → worker clock, same machine): the server-side lifetime, without polling lag.
+- (c) sync path: same tool without the tasks extension; the api creates the same record and job
+  and waits on the record's change feed, answering with the result inline.
+- CPU: %% of one core over the measured window, from /proc (both cores = 200). bench is this
+  process (the HTTP clients; in (a) the whole in-process lifecycle), broker is nats-server or
+  redis-server, other is everything else the machine ran meanwhile: a high figure there means
+  another workload shared the cores and the figures are low.
+- Everything shares the machine's cores: clients, api, worker and broker compete, so rates are
+  lower bounds for a deployment that spreads them out.
+- Asynq's poll (--asynq-poll, default 100ms; here %[3]s): Asynq does not block on Redis for work.
+  When its processor finds every queue empty it sleeps poll/2 + rand[0, poll) — %[4]s–%[5]s
+  here — before asking again; NATS instead has a pull request waiting at the server, which
+  pushes the job at once. At low load a job waits for the worker's next look: a randomly timed
+  call about half a poll on average (row (e)); a back-to-back caller (rows (d)) arrives just
+  after the worker went back to sleep and waits most of a whole sleep (mean ≈ poll). Under
+  load the same sleep returns whenever the queue runs dry for a moment — closed-loop clients
+  with in-flight ≤ worker slots drain it every round, so throughput tends to
+  concurrency ÷ (sleep + service time) rather than to what the CPUs allow. A lower
+  --asynq-poll cuts both, but every idle consumer then asks Redis about 1/poll times a second.
+`, c.conc, c.poll, c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2)
+}

@@ -1,0 +1,31 @@
+package harness
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// APIEnv is API with a process name (for logs) and extra environment
+// variables for the api process, for example a shared MCPQ_STATE_KEY for
+// replicas behind one load balancer.
+func APIEnv(t testing.TB, b *Bins, be Backend, prefix, name string, env []string, extra ...string) (mcpURL string, p *Proc) {
+	t.Helper()
+	port := FreePort(t)
+	args := append(append([]string{}, be.Args...), "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json")
+	p = Start(t, name, b.API, env, append(args, extra...)...)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	Eventually(t, 20*time.Second, func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited:\n%s", name, p.Output())
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return base + "/mcp", p
+}

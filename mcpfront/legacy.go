@@ -122,6 +122,9 @@ func (s *Server) sessionOf(r *http.Request) (*taskstate.Session, *rpcError) {
 		return nil, errorf(codeInvalidRequest, http.StatusBadRequest, "Bad Request: "+headerSession+" header is required (call initialize first)")
 	}
 	sess, err := s.sessions.Session(r.Context(), id)
+	if err == nil && sess.Owner != principalOf(r.Context()).Owner() {
+		err = taskstate.ErrNotFound // another principal's session is no session at all
+	}
 	if errors.Is(err, taskstate.ErrNotFound) {
 		return nil, errorf(codeInvalidRequest, http.StatusNotFound, "Session not found: initialize a new one")
 	}
@@ -152,7 +155,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *request
 	}
 	sess := &taskstate.Session{
 		ID: taskstate.NewID(), ProtocolVersion: version, ClientCapabilities: p.Capabilities,
-		ClientInfo: p.ClientInfo, CreatedAt: s.cfg.Now().UTC(),
+		ClientInfo: p.ClientInfo, CreatedAt: s.cfg.Now().UTC(), Owner: principalOf(r.Context()).Owner(),
 	}
 	if err := s.sessions.PutSession(r.Context(), sess); err != nil {
 		s.internalError(w, req.ID, "creating the session", err)

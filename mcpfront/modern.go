@@ -129,7 +129,7 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	}
 	settings := caps.Extensions[tasksExtension]
 	ext := len(settings) > 0 && settings[0] == '{' // declared with a settings object
-	return &call{req: req, meta: p.Meta, tasksExt: ext}, nil
+	return &call{req: req, meta: p.Meta, tasksExt: ext, owner: principalOf(r.Context()).Owner()}, nil
 }
 
 func unsupportedVersion(v string) *rpcError {

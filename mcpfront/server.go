@@ -52,8 +52,11 @@ type Config struct {
 	RequestStateTTL time.Duration
 	// Metrics registers the front end's counters (nil: none).
 	Metrics prometheus.Registerer
-	Logger  zerolog.Logger
-	Now     func() time.Time
+	// Auth authenticates every request (nil: no authentication; tasks then
+	// have no owner on 2026-07-28 and belong to their session on 2025-11-25).
+	Auth   Authenticator
+	Logger zerolog.Logger
+	Now    func() time.Time
 }
 
 // Server is the MCP HTTP handler.
@@ -142,6 +145,10 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := s.checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	r, ok := s.authenticate(w, r)
+	if !ok {
 		return
 	}
 	if r.Method == http.MethodDelete && r.Header.Get(headerSession) != "" && s.sessions != nil {

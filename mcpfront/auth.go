@@ -1,0 +1,79 @@
+package mcpfront
+
+import (
+	"context"
+	"errors"
+	"net/http"
+)
+
+// Authenticator checks the credentials of a request. mcpfront calls it first
+// for every request; the principal it returns owns the tasks the request
+// creates and is the only one who sees them.
+type Authenticator interface {
+	Authenticate(r *http.Request) (Principal, error)
+}
+
+// Principal is who a request acts for.
+type Principal struct {
+	Issuer  string
+	Subject string
+	Tenant  string // optional, from a configured claim
+}
+
+// Owner is the owner key stored on tasks and sessions.
+func (p Principal) Owner() string {
+	if p.Subject == "" {
+		return ""
+	}
+	o := p.Issuer + "|" + p.Subject
+	if p.Tenant != "" {
+		o += "|" + p.Tenant
+	}
+	return o
+}
+
+// Errors an Authenticator returns, wrapped with detail: ErrUnauthenticated
+// answers 401 with a WWW-Authenticate challenge pointing at the protected
+// resource metadata; ErrInsufficientScope answers 403.
+var (
+	ErrUnauthenticated   = errors.New("mcpfront: unauthenticated")
+	ErrInsufficientScope = errors.New("mcpfront: insufficient scope")
+)
+
+// Challenger is an optional ability of an Authenticator: the
+// WWW-Authenticate value for a refused request.
+type Challenger interface {
+	Challenge(r *http.Request, err error) string
+}
+
+type principalKey struct{}
+
+// principalOf is the principal Authenticate found for this request.
+func principalOf(ctx context.Context) Principal {
+	p, _ := ctx.Value(principalKey{}).(Principal)
+	return p
+}
+
+// authenticate runs the configured Authenticator; on refusal it writes the
+// answer and reports false.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
+	if s.cfg.Auth == nil {
+		return r, true
+	}
+	p, err := s.cfg.Auth.Authenticate(r)
+	if err == nil {
+		return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), true
+	}
+	status := http.StatusUnauthorized
+	if errors.Is(err, ErrInsufficientScope) {
+		status = http.StatusForbidden
+	}
+	if ch, ok := s.cfg.Auth.(Challenger); ok {
+		if v := ch.Challenge(r, err); v != "" {
+			w.Header().Set("WWW-Authenticate", v)
+		}
+	}
+	s.log.Info().Str("remote", r.RemoteAddr).Int("status", status).Err(err).Msg("request refused by authentication")
+	writeError(w, nil, errorf(codeInvalidRequest, status, http.StatusText(status)+": "+err.Error()))
+	return r, false
+}

@@ -37,10 +37,34 @@ type callState struct {
 	meta    map[string]json.RawMessage
 
 	mu      sync.Mutex
+	rec     *taskstate.Task // the newest version of the record this run has seen
 	mode    taskstate.Mode
 	seq     int                        // input keys handed out in this run
 	answers map[string]json.RawMessage // known answers, by key
 	pending map[string]InputRequest    // sync/gather: requests this run could not answer
+}
+
+// mutate writes the record starting from the newest version this run has
+// seen (see taskstate.MutateFrom) and remembers what it wrote.
+func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) error) (*taskstate.Task, error) {
+	c.mu.Lock()
+	known := c.rec
+	c.mu.Unlock()
+	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, decide)
+	c.saw(t)
+	return t, err
+}
+
+// saw records a version of the record if it is newer than the last one.
+func (c *callState) saw(t *taskstate.Task) {
+	if t == nil {
+		return
+	}
+	c.mu.Lock()
+	if c.rec == nil || t.Revision > c.rec.Revision {
+		c.rec = t
+	}
+	c.mu.Unlock()
 }
 
 // Logger returns the worker's logger with the task's fields.
@@ -71,7 +95,7 @@ func (c *callState) Sync() bool {
 // notification with progress/total. Pass total 0 when unknown.
 func (c *callState) Progress(ctx context.Context, progress, total float64, message string) error {
 	if message != "" {
-		_, err := taskstate.Mutate(ctx, c.w.store, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
+		_, err := c.mutate(ctx, func(t *taskstate.Task) error {
 			if t.StatusMessage == message {
 				return taskstate.ErrSkip
 			}

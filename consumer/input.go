@@ -162,7 +162,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 		encoded[k] = b
 	}
 	// Post the requests not answered yet (a resumed run finds its answers).
-	cur, err := taskstate.Mutate(ctx, c.w.store, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
+	cur, err := c.mutate(ctx, func(t *taskstate.Task) error {
 		changed := false
 		for k, b := range encoded {
 			if _, done := t.InputResponses[k]; done {
@@ -202,6 +202,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 		return nil, fmt.Errorf("consumer: watching for input: %w", err)
 	}
 	for t := range updates {
+		c.saw(t)
 		if out, ok := answered(t, keys); ok {
 			c.Logger().Info().Dur("waited", time.Since(started)).Msg("client input received")
 			return out, refused(out)
@@ -260,7 +261,7 @@ func (c *callState) Continue(ctx context.Context) error {
 	}
 	c.mode = taskstate.ModeTask
 	c.mu.Unlock()
-	_, err := taskstate.Mutate(ctx, c.w.store, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
+	_, err := c.mutate(ctx, func(t *taskstate.Task) error {
 		t.Mode = taskstate.ModeTask
 		return nil
 	})

@@ -269,11 +269,21 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	}
 
+	// cs tracks the version of the record this run last saw, so each write
+	// starts from it and re-reads only if another writer came in between.
+	cs := &callState{
+		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner,
+		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec,
+	}
+	if cs.mode == "" {
+		cs.mode = taskstate.ModeTask
+	}
+
 	e := mux.tools[taskstate.CatalogKey(job.Kind, job.Tool)]
 	if e == nil {
 		if d.Attempt() >= w.maxDeliveries()-1 {
 			msg := fmt.Sprintf("no worker serves tool %q", job.Tool)
-			w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+			w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 			_ = d.Term(io, msg)
 			return
 		}
@@ -283,7 +293,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 
 	// Take the task: count the attempt and hold the lease, both on the record.
-	rec, err = taskstate.Mutate(io, w.store, job.TaskID, w.cfg.Now, func(t *taskstate.Task) error {
+	rec, err = cs.mutate(io, func(t *taskstate.Task) error {
 		if t.Attempt >= w.cfg.MaxAttempts {
 			return errExhausted
 		}
@@ -294,7 +304,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	switch {
 	case errors.Is(err, errExhausted):
 		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
-		w.finish(io, log, job.TaskID, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+		w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 		_ = d.Term(io, msg)
 		return
 	case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
@@ -314,16 +324,10 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	hctx, stop := context.WithTimeoutCause(tctx, timeout, errTimeout)
 	defer stop()
 
-	keeper := w.keepLease(io, hctx, d, job.TaskID, log)
+	cs.attempt = rec.Attempt
+	keeper := w.keepLease(io, hctx, d, cs, log)
 	started := w.cfg.Now()
 	log.Info().Msg("task running")
-	cs := &callState{
-		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner, attempt: rec.Attempt,
-		args: job.Arguments, meta: job.Meta, mode: rec.Mode,
-	}
-	if cs.mode == "" {
-		cs.mode = taskstate.ModeTask
-	}
 	if raw, ok := job.Meta[MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
@@ -335,7 +339,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	case errors.Is(cause, ErrShutdown):
 		// Not the task's fault: this run does not count as an attempt.
 		log.Info().Msg("shutdown interrupted the task; returning the job to the queue")
-		_, _ = taskstate.Mutate(io, w.store, job.TaskID, w.cfg.Now, func(t *taskstate.Task) error {
+		_, _ = cs.mutate(io, func(t *taskstate.Task) error {
 			t.Attempt--
 			t.Lease = nil
 			return nil
@@ -365,7 +369,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			rpcErr = toRPCError(herr)
 		}
 	}
-	if !w.finish(io, log.With().Dur("took", took).Logger(), job.TaskID, result, rpcErr) {
+	if !w.finish(io, log.With().Dur("took", took).Logger(), cs, result, rpcErr) {
 		_ = d.Retry(io, backoff(d.Attempt()))
 		return
 	}
@@ -386,8 +390,8 @@ func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.Ra
 
 // finish writes the outcome unless the task already ended (a cancel won).
 // It reports false when the write failed and the job should run again.
-func (w *Worker) finish(ctx context.Context, log zerolog.Logger, id string, result json.RawMessage, rpcErr *taskstate.RPCError) bool {
-	t, err := taskstate.Mutate(ctx, w.store, id, w.cfg.Now, func(t *taskstate.Task) error {
+func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, result json.RawMessage, rpcErr *taskstate.RPCError) bool {
+	t, err := cs.mutate(ctx, func(t *taskstate.Task) error {
 		if t.Status.Terminal() {
 			return taskstate.ErrSkip
 		}
@@ -420,7 +424,7 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, id string, resu
 
 // keepLease renews the broker lease every Lease/3 and the record's lease
 // with it, until the returned stop is called.
-func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, id string, log zerolog.Logger) (stop func()) {
+func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *callState, log zerolog.Logger) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -438,7 +442,7 @@ func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, id strin
 				if err := d.Extend(io); err != nil {
 					log.Warn().Err(err).Msg("lease extension failed")
 				}
-				_, err := taskstate.Mutate(io, w.store, id, w.cfg.Now, func(t *taskstate.Task) error {
+				_, err := cs.mutate(io, func(t *taskstate.Task) error {
 					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
 					return nil
 				})

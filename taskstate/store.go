@@ -107,13 +107,28 @@ type ToolInfo struct {
 // returns the current record and ErrSkip). A change that breaks the status
 // machine returns ErrInvalidChange and writes nothing.
 func Mutate(ctx context.Context, s Store, id string, now func() time.Time, decide func(*Task) error) (*Task, error) {
+	return MutateFrom(ctx, s, nil, id, now, decide)
+}
+
+// MutateFrom is Mutate starting from a version of the record the caller
+// already holds (nil: read it first), re-reading only when another writer
+// got there in between. A worker that tracks the revision it last wrote
+// saves a read per write.
+func MutateFrom(ctx context.Context, s Store, known *Task, id string, now func() time.Time, decide func(*Task) error) (*Task, error) {
 	for {
-		cur, err := s.Get(ctx, id)
-		if err != nil {
-			return nil, err
+		cur, fresh := known, known == nil
+		known = nil
+		if fresh {
+			var err error
+			if cur, err = s.Get(ctx, id); err != nil {
+				return nil, err
+			}
 		}
 		next := cur.Clone()
 		if err := decide(next); err != nil {
+			if !fresh {
+				continue // decided on what the caller held: decide again on the stored version
+			}
 			return cur, err
 		}
 		if next.Status != cur.Status && !CanTransition(cur.Status, next.Status) {
@@ -123,7 +138,7 @@ func Mutate(ctx context.Context, s Store, id string, now func() time.Time, decid
 			return cur, fmt.Errorf("%w: %s is terminal", ErrInvalidChange, cur.Status)
 		}
 		next.LastUpdatedAt = now().UTC()
-		err = s.Update(ctx, next)
+		err := s.Update(ctx, next)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}

@@ -343,6 +343,9 @@ func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, er
 				if e == nil {
 					continue
 				}
+				if !h.watched(e.Key()) {
+					continue // nobody waits on this task: skip the decode
+				}
 				var t *taskstate.Task
 				if e.Operation() == jetstream.KeyValuePut {
 					var err error
@@ -380,6 +383,12 @@ func (h *watchHub) remove(id string, ch chan *taskstate.Task) {
 	} else {
 		h.waiters[id] = list
 	}
+}
+
+func (h *watchHub) watched(id string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.waiters[id]) > 0
 }
 
 func (h *watchHub) deliver(id string, t *taskstate.Task) {

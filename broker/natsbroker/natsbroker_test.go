@@ -15,7 +15,9 @@ import (
 func TestQueueContract(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	brokertest.RunQueue(t, func(t *testing.T) broker.Queue {
+	// A 2s lease keeps the lease tests meaningful on a loaded 2-core CI box,
+	// where a 1s lease can run out between two timely extensions.
+	brokertest.RunQueueWith(t, func(t *testing.T) broker.Queue {
 		_, js := srv.Connect(t)
 		name := natstest.Name(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -28,7 +30,7 @@ func TestQueueContract(t *testing.T) {
 			t.Fatalf("NewQueue: %v", err)
 		}
 		return q
-	})
+	}, &brokertest.QueueOptions{Lease: 2 * time.Second})
 }
 
 // splitBus publishes on one connection and subscribes on another, as an api

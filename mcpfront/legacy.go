@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
@@ -289,6 +290,9 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeResult(w, c.req.ID, bad)
 		return
 	}
+	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
+		return
+	}
 	meta := map[string]json.RawMessage{}
 	if v, ok := p.Meta["progressToken"]; ok {
 		meta["progressToken"] = v
@@ -416,7 +420,7 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 		writeError(w, c.req.ID, invalidParams("invalid params: missing taskId"))
 		return
 	}
-	t, rerr := s.ownedTask(ctx, p.TaskID, c.owner)
+	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
 	if rerr != nil {
 		if rerr.Code == codeInvalidParams {
 			rerr.Message = "Failed to retrieve task: Task not found"
@@ -484,13 +488,19 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 	if sse {
 		out.stream = &sseWriter{w: out.w}
 	}
+	ended := make(chan struct{})
+	subscribed := false
 	if o.progress && sse {
+		var once sync.Once
 		sub, err := s.bus.Subscribe(ctx, broker.TopicNotify, id, func(_ string, data []byte) {
-			if len(data) > 0 {
-				out.stream.event(data)
+			if len(data) == 0 { // the worker's end marker follows its outcome write
+				once.Do(func() { close(ended) })
+				return
 			}
+			out.stream.event(data)
 		})
 		if err == nil {
+			subscribed = true
 			defer sub.Close()
 		}
 	}
@@ -502,6 +512,13 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 	var last taskstate.Status
 	for t := range ch {
 		if t.Status.Terminal() {
+			if subscribed {
+				// Let the notifications sent before the outcome arrive first.
+				select {
+				case <-ended:
+				case <-time.After(notifyDrain):
+				}
+			}
 			return t, nil
 		}
 		if !sse {
@@ -556,7 +573,7 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 	}
 	// A response the server cannot take gets an HTTP error status (never
 	// 404, which would tell the client its session is gone).
-	t, rerr := s.ownedTask(r.Context(), taskID, c.owner)
+	t, rerr := s.ownedTask(r.Context(), "response to an input request", taskID, c.owner)
 	if rerr != nil {
 		writeError(w, nil, &rpcError{Code: rerr.Code, Message: rerr.Message, status: http.StatusBadRequest})
 		return

@@ -297,6 +297,9 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
+		return
+	}
 
 	mode := taskstate.ModeSync
 	if c.tasksExt && tool.TaskSupport != taskstate.TaskForbidden {
@@ -440,14 +443,19 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 	if p.TaskID == "" {
 		return nil, nil, invalidParams("invalid params: missing taskId")
 	}
-	t, rerr := s.ownedTask(ctx, p.TaskID, c.owner)
+	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
 	return &p, t, rerr
 }
 
 // ownedTask loads a task owner may see; another owner's task gets exactly
-// the answer an unknown id gets.
-func (s *Server) ownedTask(ctx context.Context, id, owner string) (*taskstate.Task, *rpcError) {
+// the answer an unknown id gets. Such a refusal is written to the audit log
+// (method is what was attempted).
+func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*taskstate.Task, *rpcError) {
 	t, err := s.store.Get(ctx, id)
+	if err == nil && t.Owner != owner {
+		s.log.Warn().Bool("audit", true).Str("principal", owner).Str("method", method).Str("task", id).Str("task_owner", t.Owner).
+			Msg("task access denied: the task belongs to another principal")
+	}
 	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != owner {
 		return nil, invalidParams("Task not found: " + id)
 	}

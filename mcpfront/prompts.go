@@ -73,6 +73,9 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
+		return
+	}
 	s.syncCall(ctx, w, r, c, &producer.Request{
 		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),

@@ -43,8 +43,31 @@ type Config struct {
 	// SyncTimeout bounds how long a call from a client without task support
 	// waits for its result. Default 2m; the task is cancelled past it.
 	SyncTimeout time.Duration
-	// MaxBody bounds a request body. Default 4 MiB.
+	// MaxBody bounds a request body. Default 4 MiB. A larger body is refused
+	// with 413 (at once when its Content-Length says so).
 	MaxBody int64
+	// MaxDepth bounds how deeply a request's JSON nests (objects and arrays).
+	// Default 64. A deeper body is refused with -32600.
+	MaxDepth int
+	// MaxArgs bounds params.arguments of tools/call and prompts/get, in bytes
+	// as sent. Default 1 MiB. Larger arguments are refused with -32602.
+	MaxArgs int64
+	// MaxInputKeys bounds the answers one request carries (inputResponses of
+	// tasks/update and of an MRTR retry). Default 64. More: -32602.
+	MaxInputKeys int
+	// RateLimit is how many requests per second each principal may send (the
+	// remote address stands for an unauthenticated client), with RateBurst
+	// at once. Default 0: no limit. A request over it gets HTTP 429 with
+	// Retry-After and JSON-RPC error -32029 "rate limit exceeded".
+	RateLimit float64
+	// RateBurst is the token bucket's size. Default: RateLimit rounded up.
+	RateBurst int
+	// MaxActiveTasks caps the tasks of one owner that have not ended (calls
+	// waited on inline included). Default 0: no cap. A call past it gets
+	// JSON-RPC error -32029 "too many active tasks" before anything is
+	// enqueued. Tasks without an owner (no authentication, 2026-07-28) are
+	// not capped.
+	MaxActiveTasks int
 	// StateKey signs MRTR requestState tokens. Replicas behind one load
 	// balancer must share it; when empty a random per-process key is used.
 	StateKey []byte
@@ -74,6 +97,7 @@ type Server struct {
 	stateKey []byte
 	sessions taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
 	requests *prometheus.CounterVec
+	rates    *rateLimits // nil: no rate limit
 }
 
 // count records one request by wire era and method.
@@ -105,7 +129,16 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		c.SyncTimeout = 2 * time.Minute
 	}
 	if c.MaxBody <= 0 {
-		c.MaxBody = 4 << 20
+		c.MaxBody = defaultMaxBody
+	}
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = defaultMaxDepth
+	}
+	if c.MaxArgs <= 0 {
+		c.MaxArgs = defaultMaxArgs
+	}
+	if c.MaxInputKeys <= 0 {
+		c.MaxInputKeys = defaultMaxInputKeys
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -123,6 +156,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		stateKey: key,
 		prod:     p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
+		rates: newRateLimits(c.RateLimit, c.RateBurst),
 	}
 	s.sessions, _ = store.(taskstate.Sessions)
 	if c.Metrics != nil {
@@ -151,6 +185,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if s.rateLimited(w, r) {
+		return
+	}
 	if r.Method == http.MethodDelete && r.Header.Get(headerSession) != "" && s.sessions != nil {
 		s.deleteSession(w, r)
 		return
@@ -164,11 +201,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, errorf(codeInvalidRequest, http.StatusUnsupportedMediaType, "Content-Type must be application/json"))
 		return
 	}
+	tooBig := func() *rpcError {
+		return errorf(codeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody))
+	}
+	if r.ContentLength > s.cfg.MaxBody { // refused unread
+		writeError(w, nil, tooBig())
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, nil, errorf(codeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody)))
+		var maxErr *http.MaxBytesError
+		if errors.As(err, &maxErr) {
+			writeError(w, nil, tooBig())
 			return
 		}
 		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "reading body: "+err.Error()))
@@ -177,6 +221,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
 		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
+		return
+	}
+	info, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
+	if berr != nil {
+		id := json.RawMessage(berr.id)
+		if len(id) > 0 && !validID(id) {
+			id = nil
+		}
+		writeError(w, id, errorf(berr.code, http.StatusBadRequest, berr.msg))
 		return
 	}
 	var req request
@@ -217,6 +270,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !acceptsJSON(r) {
 		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
+		return
+	}
+	if rerr := s.checkSizes(req.Method, &info); rerr != nil {
+		writeError(w, req.ID, rerr)
 		return
 	}
 	if isLegacy(r, &req) {

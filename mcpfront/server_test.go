@@ -92,6 +92,7 @@ func testTools() *consumer.Mux {
 
 type env struct {
 	url        string
+	handler    http.Handler // the front end itself, for calls without HTTP
 	js         jetstream.JetStream
 	store      *natskv.Store // the front end's store
 	jobsStream string
@@ -153,7 +154,7 @@ func (e *env) waitRecord(t *testing.T, tool string, cond func(*taskstate.Task) b
 
 // newEnv starts NATS, a worker (its own connection and seams, as a separate
 // process would have) and the front end behind an httptest server.
-func newEnv(t *testing.T, opts ...func(*mcpfront.Config)) *env {
+func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	t.Helper()
 	srv := natstest.Start(t)
 	name := natstest.Name(t)
@@ -214,7 +215,7 @@ func newEnv(t *testing.T, opts ...func(*mcpfront.Config)) *env {
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
 
-	e := &env{url: hs.URL, js: fjs, store: fst, jobsStream: bcfg.Stream, taskStream: "KV_" + kcfg.TaskBucket, taskBucket: kcfg.TaskBucket}
+	e := &env{url: hs.URL, handler: front, js: fjs, store: fst, jobsStream: bcfg.Stream, taskStream: "KV_" + kcfg.TaskBucket, taskBucket: kcfg.TaskBucket}
 	// The worker publishes its catalog when it starts; wait until the front
 	// end sees every tool.
 	deadline := time.Now().Add(10 * time.Second)
@@ -752,6 +753,19 @@ func TestBadInput(t *testing.T) {
 		{name: "Host localhost allowed", method: "server/discover", params: map[string]any{}, opts: sendOpts{host: "localhost"}, status: 200, check: resultIs("resultType", "complete")},
 	}
 
+	e.runBadCases(t, cases)
+
+	// After all of that, the waiting task still waits for its one answer.
+	again := e.getTask(t, askID)
+	if str(again["status"]) != "input_required" || string(again["inputRequests"]) != string(asking["inputRequests"]) {
+		t.Errorf("the input_required task changed: %v", again)
+	}
+}
+
+// runBadCases sends each case as a subtest and checks its reply and that it
+// changed nothing (unless it may write).
+func (e *env) runBadCases(t *testing.T, cases []badCase) {
+	t.Helper()
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			method := c.method
@@ -831,12 +845,6 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s\n  reply: %s", b, r)
 			}
 		})
-	}
-
-	// After all of that, the waiting task still waits for its one answer.
-	again := e.getTask(t, askID)
-	if str(again["status"]) != "input_required" || string(again["inputRequests"]) != string(asking["inputRequests"]) {
-		t.Errorf("the input_required task changed: %v", again)
 	}
 }
 

@@ -5,18 +5,31 @@
 // handlers itself.
 //
 //	go run ./cmd/api                                  # all-in-one on 127.0.0.1:8080
-//	go run ./cmd/api --nats nats://nats:4222 --listen :8080
+//	go run ./cmd/api --nats nats://nats:4222 --listen :8080 \
+//	    --public-url https://mcp.example.com \
+//	    --auth-issuer https://idp.example.com --auth-jwks-url https://idp.example.com/jwks
+//
+// With --auth-jwks-url (or --auth-hs256-key-file) it is an OAuth 2.1
+// resource server: every request needs a bearer token for the canonical
+// resource URI (<public-url>/mcp), and /.well-known/oauth-protected-resource
+// serves the metadata its 401 challenges point at. Without auth it listens
+// only on loopback unless --insecure-no-auth says otherwise.
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/examples/demo"
 	"github.com/mcpqueue/mcpqueue/internal/wiring"
@@ -46,6 +60,21 @@ type config struct {
 	allowedOrigins   string
 	asynqmon         bool
 	asynqmonReadOnly bool
+
+	publicURL        string
+	authJWKSURL      string
+	authIssuer       string
+	authAudience     string
+	authHS256KeyFile string
+	authScopes       string
+	authTenantClaim  string
+	authServers      string
+	insecureNoAuth   bool
+
+	maxBody        int64
+	rateLimit      float64
+	rateBurst      int
+	maxActiveTasks int
 }
 
 func main() {
@@ -62,6 +91,19 @@ func main() {
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", os.Getenv("MCPQ_ALLOWED_ORIGINS"), "comma-separated Origins accepted besides loopback (env MCPQ_ALLOWED_ORIGINS)")
 	fs.BoolVar(&c.asynqmon, "asynqmon", os.Getenv("MCPQ_ASYNQMON") == "1", "asynq backend: serve the asynqmon queue dashboard at /asynqmon/ (env MCPQ_ASYNQMON=1); it has no auth of its own: only enable it behind your network controls")
 	fs.BoolVar(&c.asynqmonReadOnly, "asynqmon-read-only", os.Getenv("MCPQ_ASYNQMON_READ_ONLY") == "1", "asynqmon: view only, no deleting or retrying from the UI (env MCPQ_ASYNQMON_READ_ONLY=1)")
+	fs.StringVar(&c.publicURL, "public-url", os.Getenv("MCPQ_PUBLIC_URL"), "the URL clients reach this server at, without /mcp (e.g. https://mcp.example.com); its host is also allowed; default http://<listen> on a loopback address (env MCPQ_PUBLIC_URL)")
+	fs.StringVar(&c.authJWKSURL, "auth-jwks-url", os.Getenv("MCPQ_AUTH_JWKS_URL"), "OAuth: the token issuer's JWKS URL (RS256, ES256, EdDSA keys); turns bearer-token authentication on (env MCPQ_AUTH_JWKS_URL)")
+	fs.StringVar(&c.authIssuer, "auth-issuer", os.Getenv("MCPQ_AUTH_ISSUER"), "OAuth: the iss every token must carry (env MCPQ_AUTH_ISSUER)")
+	fs.StringVar(&c.authAudience, "auth-audience", os.Getenv("MCPQ_AUTH_AUDIENCE"), "OAuth: the aud every token must carry; default the canonical resource URI <public-url>/mcp (env MCPQ_AUTH_AUDIENCE)")
+	fs.StringVar(&c.authHS256KeyFile, "auth-hs256-key-file", os.Getenv("MCPQ_AUTH_HS256_KEY_FILE"), "OAuth: a file holding a shared HS256 key (at least 32 bytes), instead of --auth-jwks-url; tokens are then HS256 only (env MCPQ_AUTH_HS256_KEY_FILE)")
+	fs.StringVar(&c.authScopes, "auth-scopes", os.Getenv("MCPQ_AUTH_SCOPES"), "OAuth: scopes every token must carry, comma- or space-separated; a token without them gets 403 insufficient_scope (env MCPQ_AUTH_SCOPES)")
+	fs.StringVar(&c.authTenantClaim, "auth-tenant-claim", os.Getenv("MCPQ_AUTH_TENANT_CLAIM"), "OAuth: a claim naming the tenant; tasks are then owned by issuer, subject and tenant, and tokens without it are refused (env MCPQ_AUTH_TENANT_CLAIM)")
+	fs.StringVar(&c.authServers, "auth-authorization-server", os.Getenv("MCPQ_AUTH_AUTHORIZATION_SERVER"), "OAuth: authorization server issuer URLs listed in the protected resource metadata, comma-separated; default --auth-issuer (env MCPQ_AUTH_AUTHORIZATION_SERVER)")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", os.Getenv("MCPQ_INSECURE_NO_AUTH") == "1", "serve without authentication on a non-loopback --listen address: anyone who reaches it can run tools (env MCPQ_INSECURE_NO_AUTH=1)")
+	fs.Int64Var(&c.maxBody, "max-body", int64(wiring.EnvInt("MCPQ_MAX_BODY", 4<<20)), "largest request body in bytes (env MCPQ_MAX_BODY)")
+	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
+	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
+	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")
@@ -74,6 +116,13 @@ func main() {
 	}
 }
 
+func envFloat(k string, def float64) float64 {
+	if v, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
+		return v
+	}
+	return def
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -81,7 +130,106 @@ func envOr(k, def string) string {
 	return def
 }
 
+// isLoopbackListen reports whether a listen address accepts connections
+// from this machine only.
+func isLoopbackListen(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authenticator checks the auth settings against the listen address and
+// builds the bearer-token Authenticator (nil: authentication off, which is
+// allowed on loopback or with --insecure-no-auth only).
+func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*auth.Authenticator, error) {
+	loopback := isLoopbackListen(c.listen)
+	if c.authJWKSURL == "" && c.authHS256KeyFile == "" {
+		for flag, v := range map[string]string{"--auth-issuer": c.authIssuer, "--auth-audience": c.authAudience, "--auth-scopes": c.authScopes, "--auth-tenant-claim": c.authTenantClaim, "--auth-authorization-server": c.authServers} {
+			if v != "" {
+				return nil, fmt.Errorf("%s needs --auth-jwks-url or --auth-hs256-key-file", flag)
+			}
+		}
+		if !loopback {
+			if !c.insecureNoAuth {
+				return nil, fmt.Errorf("refusing to serve %s without authentication: configure --auth-jwks-url (or --auth-hs256-key-file), listen on a loopback address, or pass --insecure-no-auth", c.listen)
+			}
+			log.Warn().Str("listen", c.listen).Msg("serving WITHOUT AUTHENTICATION on a non-loopback address (--insecure-no-auth): anyone who reaches it can run tools and read tasks by id")
+		}
+		return nil, nil
+	}
+	if c.authIssuer == "" {
+		return nil, errors.New("--auth-issuer is required with --auth-jwks-url or --auth-hs256-key-file")
+	}
+	audience := c.authAudience
+	if audience == "" {
+		base, err := c.publicBase()
+		if err != nil {
+			return nil, err
+		}
+		if base == "" {
+			return nil, fmt.Errorf("--public-url (or --auth-audience) is required with authentication on %s: tokens are checked for the canonical resource URI <public-url>/mcp", c.listen)
+		}
+		audience = base + "/mcp"
+	}
+	cfg := &auth.Config{
+		Issuer: c.authIssuer, Audience: audience, JWKSURL: c.authJWKSURL,
+		Scopes:               strings.FieldsFunc(c.authScopes, func(r rune) bool { return r == ',' || r == ' ' }),
+		TenantClaim:          c.authTenantClaim,
+		AuthorizationServers: wiring.SplitList(c.authServers),
+		Logger:               log.With().Str("component", "auth").Logger(),
+	}
+	if c.authHS256KeyFile != "" {
+		if c.authJWKSURL != "" {
+			return nil, errors.New("--auth-jwks-url and --auth-hs256-key-file exclude each other")
+		}
+		key, err := os.ReadFile(c.authHS256KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--auth-hs256-key-file: %w", err)
+		}
+		cfg.HS256Key = bytes.TrimSpace(key)
+	}
+	a, err := auth.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.Refresh(rctx); err != nil {
+		log.Warn().Err(err).Str("jwks", c.authJWKSURL).Msg("cannot fetch the JWKS yet; tokens are refused until it can be fetched")
+	}
+	log.Info().Str("issuer", c.authIssuer).Str("audience", audience).Strs("scopes", cfg.Scopes).Str("metadata", a.MetadataURL()).Msg("bearer-token authentication on")
+	return a, nil
+}
+
+// publicBase is --public-url without a trailing slash, or http://<listen>
+// on a loopback address with a host ("" when there is none to derive).
+func (c *config) publicBase() (string, error) {
+	if c.publicURL != "" {
+		u, err := url.Parse(c.publicURL)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.RawQuery != "" || u.Fragment != "" {
+			return "", fmt.Errorf("--public-url %q must be an absolute http(s) URL without query or fragment", c.publicURL)
+		}
+		return strings.TrimSuffix(c.publicURL, "/"), nil
+	}
+	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" && isLoopbackListen(c.listen) {
+		return "http://" + c.listen, nil
+	}
+	return "", nil
+}
+
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
+	// Settings first: a server that must not start fails before it
+	// touches NATS or Redis.
+	authn, err := c.authenticator(ctx, log)
+	if err != nil {
+		return err
+	}
 	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
 	if allInOne {
 		ns, url, err := wiring.EmbeddedNATS(c.dataDir, c.natsListen, log)
@@ -130,6 +278,13 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
+	if u, err := url.Parse(c.publicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, u.Hostname())
+	}
+	var fauth mcpfront.Authenticator // stays nil without auth (not a nil *auth.Authenticator)
+	if authn != nil {
+		fauth = authn
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
@@ -138,12 +293,32 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		AllowedHosts:   hosts,
 		AllowedOrigins: wiring.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
+		MaxBody:        c.maxBody,
+		RateLimit:      c.rateLimit,
+		RateBurst:      c.rateBurst,
+		MaxActiveTasks: c.maxActiveTasks,
+		Auth:           fauth,
 		Logger:         log,
 	})
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", front)
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	if authn != nil {
+		// RFC 9728: the path-suffixed URL the challenges name, and the root
+		// one clients fall back to.
+		md := authn.Metadata()
+		h := auth.MetadataHandler(md)
+		paths := []string{auth.WellKnownPath, auth.WellKnownPath + "/mcp"}
+		if u, err := url.Parse(md.Resource); err == nil && strings.TrimSuffix(u.EscapedPath(), "/") != "" {
+			paths = append(paths, auth.WellKnownPath+strings.TrimSuffix(u.EscapedPath(), "/"))
+		}
+		for i, p := range paths {
+			if !slices.Contains(paths[:i], p) {
+				mux.Handle(p, h)
+			}
+		}
+	}
 	if c.asynqmon {
 		if c.Broker != "asynq" {
 			return fmt.Errorf("--asynqmon needs --broker asynq")
@@ -163,7 +338,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return fmt.Errorf("listen %s: %w", c.listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("broker", c.Broker).Msg("api listening")
+	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api listening")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 

@@ -1,0 +1,250 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+	"github.com/mcpqueue/mcpqueue/mcpfront"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// bearer adds an Authorization header to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// authClient is a 2026-07-28 client (tasks extension declared) that sends token.
+func authClient(mcpURL, token string) *harness.Client {
+	c := harness.NewClient(mcpURL, true)
+	c.HTTP.Transport = bearer{token: token, next: http.DefaultTransport}
+	return c
+}
+
+// discover builds a valid 2026-07-28 server/discover request.
+func discover(t *testing.T, mcpURL string) *http.Request {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
+	}}})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "server/discover")
+	return req
+}
+
+func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
+}
+
+func authPrefix(t *testing.T) string {
+	return "it" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+}
+
+// TestAuthAPITokens runs the shared token table against the real api
+// binary trusting a test issuer whose JWKS is served on loopback: the
+// status and WWW-Authenticate challenge for each token, the protected
+// resource metadata at both well-known URLs, and principal B unable to see
+// or touch principal A's task, with the denial in the audit log.
+func TestAuthAPITokens(t *testing.T) {
+	t.Parallel()
+	b := harness.Build(t)
+	prefix := authPrefix(t)
+	be := harness.NewBackend(t, b, "nats", prefix)
+	iss := authtest.NewIssuer(t, auth.RS256)
+	scopes := []string{"mcp:tools", "mcp:tasks"}
+	mcpURL, api := harness.API(t, b, be, prefix,
+		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--auth-scopes", "mcp:tools,mcp:tasks")
+	base := strings.TrimSuffix(mcpURL, "/mcp")
+	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
+
+	// The audience is the canonical resource URI, derived from --listen.
+	for _, c := range authtest.Cases(t, iss, mcpURL, scopes) {
+		req := discover(t, mcpURL)
+		c.Apply(req)
+		resp, body := do(t, req)
+		if err := c.Check(resp.StatusCode, resp.Header, metadataURL, scopes); err != nil {
+			t.Errorf("%s: %v (%s)", c.Name, err, body)
+		}
+	}
+
+	// RFC 9728 metadata, where the challenge points and at the root.
+	for _, u := range []string{metadataURL, base + auth.WellKnownPath} {
+		resp, body := do(t, must(http.NewRequestWithContext(t.Context(), http.MethodGet, u, nil)))
+		var m auth.Metadata
+		if err := json.Unmarshal(body, &m); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", u, resp.StatusCode, body)
+		}
+		if m.Resource != mcpURL || len(m.AuthorizationServers) != 1 || m.AuthorizationServers[0] != iss.URL ||
+			strings.Join(m.ScopesSupported, " ") != "mcp:tools mcp:tasks" || strings.Join(m.BearerMethodsSupported, " ") != "header" {
+			t.Errorf("GET %s: %s", u, body)
+		}
+	}
+
+	// A's task, probed by B.
+	harness.Worker(t, b.Worker, "worker", be, prefix)
+	mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL, scopes...)) }
+	a, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
+	id := a.StartTask(t, "wait", map[string]any{"ms": 60000})
+	a.WaitStatus(t, id, 20*time.Second, "working")
+	unknown := taskstate.NewID()
+	for _, method := range []string{"tasks/get", "tasks/cancel", "tasks/update"} {
+		params := func(id string) map[string]any {
+			p := map[string]any{"taskId": id}
+			if method == "tasks/update" {
+				p["inputResponses"] = map[string]any{}
+			}
+			return p
+		}
+		errA := bob.Call(context.Background(), method, params(id), nil)
+		errU := bob.Call(context.Background(), method, params(unknown), nil)
+		var ra, ru *harness.RPCError
+		if !errors.As(errA, &ra) || !errors.As(errU, &ru) {
+			t.Fatalf("%s by B: A's task %v, unknown id %v; want errors", method, errA, errU)
+		}
+		if ra.Code != ru.Code || ra.Status != ru.Status || strings.ReplaceAll(ra.Message, id, "<ID>") != strings.ReplaceAll(ru.Message, unknown, "<ID>") {
+			t.Errorf("%s by B: A's task answers %+v, an unknown id %+v", method, ra, ru)
+		}
+	}
+	if tk := a.WaitStatus(t, id, 5*time.Second, "working"); tk.Status != "working" {
+		t.Fatalf("A's task after B's probes: %+v", tk)
+	}
+	api.WaitOutput(t, "task access denied", 5*time.Second)
+	wantB := mcpfront.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
+	for _, line := range strings.Split(api.Output(), "\n") {
+		if strings.Contains(line, "task access denied") && (!strings.Contains(line, wantB) || !strings.Contains(line, id)) {
+			t.Errorf("audit line without principal or task: %s", line)
+		}
+	}
+	if err := a.Call(context.Background(), "tasks/cancel", map[string]any{"taskId": id}, nil); err != nil {
+		t.Fatalf("A cancels its task: %v", err)
+	}
+	a.WaitStatus(t, id, 10*time.Second, "cancelled")
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// TestAuthAPIStartup: without auth, api listens only on loopback unless
+// told --insecure-no-auth; auth settings that cannot work stop it at once;
+// a static HS256 key works behind a non-loopback address.
+func TestAuthAPIStartup(t *testing.T) {
+	t.Parallel()
+	b := harness.Build(t)
+	iss := authtest.NewIssuer(t, auth.ES256)
+
+	refused := func(want string, args ...string) {
+		t.Helper()
+		p := harness.Start(t, "api", b.API, nil, append([]string{"--nats", "nats://127.0.0.1:1", "--log-json"}, args...)...)
+		harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "api still running with " + strings.Join(args, " ") })
+		if !strings.Contains(p.Output(), want) {
+			t.Errorf("api %s: output lacks %q:\n%s", strings.Join(args, " "), want, p.Output())
+		}
+	}
+	open := fmt.Sprintf("0.0.0.0:%d", harness.FreePort(t))
+	refused("--insecure-no-auth", "--listen", open)
+	refused("--insecure-no-auth", "--listen", fmt.Sprintf(":%d", harness.FreePort(t)))
+	refused("--public-url", "--listen", open, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
+	refused("needs --auth-jwks-url", "--auth-issuer", iss.URL)
+	refused("--auth-issuer is required", "--auth-jwks-url", iss.JWKSURL)
+	refused("must be https", "--auth-jwks-url", "http://idp.example/jwks", "--auth-issuer", iss.URL)
+
+	prefix := authPrefix(t)
+	be := harness.NewBackend(t, b, "nats", prefix)
+	serve := func(name string, port int, args ...string) string {
+		t.Helper()
+		all := append(append([]string{}, be.Args...), "--prefix", prefix+name, "--log-json", "--listen", fmt.Sprintf("0.0.0.0:%d", port))
+		p := harness.Start(t, name, b.API, nil, append(all, args...)...)
+		base := fmt.Sprintf("http://127.0.0.1:%d", port)
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			if p.Exited() {
+				t.Fatalf("%s exited:\n%s", name, p.Output())
+			}
+			resp, err := http.Get(base + "/healthz")
+			if err != nil {
+				return false, err.Error()
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200, resp.Status
+		})
+		return base + "/mcp"
+	}
+
+	// Overridden: open, and no token needed.
+	mcpURL := serve("api_open", harness.FreePort(t), "--insecure-no-auth")
+	if resp, body := do(t, discover(t, mcpURL)); resp.StatusCode != 200 {
+		t.Errorf("--insecure-no-auth: %d %s", resp.StatusCode, body)
+	}
+
+	// A static key, on a non-loopback address with a public URL.
+	key := []byte("a static key of at least thirty-two bytes\n")
+	keyFile := filepath.Join(t.TempDir(), "hs256.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := harness.FreePort(t)
+	public := fmt.Sprintf("http://127.0.0.1:%d", port)
+	mcpURL = serve("api_hs256", port, "--public-url", public, "--auth-hs256-key-file", keyFile, "--auth-issuer", "https://idp.example")
+	claims := iss.Claims("alice", public+"/mcp")
+	claims["iss"] = "https://idp.example"
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"HS256 with the key", authtest.HS256(t, bytes.TrimSpace(key), claims), 200},
+		{"HS256 with the key file's newline", authtest.HS256(t, key, claims), 401},
+		{"ES256 from a JWKS issuer", iss.Mint(t, claims), 401},
+		{"no token", "", 401},
+	} {
+		req := discover(t, mcpURL)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, body := do(t, req)
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %s, want %d", tc.name, resp.StatusCode, body, tc.status)
+		}
+		if tc.status == 401 && !strings.Contains(resp.Header.Get("WWW-Authenticate"), `resource_metadata="`+public+`/.well-known/oauth-protected-resource/mcp"`) {
+			t.Errorf("%s: challenge %q", tc.name, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+}

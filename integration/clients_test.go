@@ -135,10 +135,20 @@ type clientSummary struct {
 // binary and fails the test, with the script's output, unless it succeeds.
 func runOfficialClient(t *testing.T, mcpURL, scenario string, args ...string) clientSummary {
 	t.Helper()
+	var s clientSummary
+	runNodeClient(t, "ext-tasks.mjs", mcpURL, scenario, args, &s)
+	return s
+}
+
+// runNodeClient runs a client script from integration/node/clients and
+// decodes the JSON summary it prints last into summary. The test fails, with
+// the script's output, unless the script succeeded on that scenario.
+func runNodeClient(t *testing.T, script, mcpURL, scenario string, args []string, summary any) {
+	t.Helper()
 	node := officialNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("clients", "ext-tasks.mjs"), mcpURL, scenario}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("clients", script), mcpURL, scenario}, args...)...)
 	cmd.Dir = officialNodeDir()
 	cmd.Env = append(os.Environ(), "MCPQ_TIMEOUT_MS=90000")
 	cmd.WaitDelay = 5 * time.Second
@@ -146,21 +156,24 @@ func runOfficialClient(t *testing.T, mcpURL, scenario string, args ...string) cl
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	start := time.Now()
 	err := cmd.Run()
-	t.Logf("ext-tasks.mjs %s: %s (exit %v)", scenario, time.Since(start).Round(time.Millisecond), err)
+	t.Logf("%s %s: %s (exit %v)", script, scenario, time.Since(start).Round(time.Millisecond), err)
 	report := fmt.Sprintf("---- stdout ----\n%s---- stderr ----\n%s", stdout.String(), stderr.String())
 	if err != nil {
-		t.Fatalf("official client, scenario %s, failed: %v\n%s", scenario, err, report)
+		t.Fatalf("%s, scenario %s, failed: %v\n%s", script, scenario, err, report)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	var s clientSummary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("official client, scenario %s: last stdout line is not the JSON summary: %v\n%s", scenario, err, report)
+	last := []byte(lines[len(lines)-1])
+	var base struct {
+		OK       bool   `json:"ok"`
+		Scenario string `json:"scenario"`
 	}
-	if !s.OK || s.Scenario != scenario {
-		t.Fatalf("official client, scenario %s: summary %+v\n%s", scenario, s, report)
+	if err := json.Unmarshal(last, &base); err != nil || json.Unmarshal(last, summary) != nil {
+		t.Fatalf("%s, scenario %s: last stdout line is not the JSON summary: %v\n%s", script, scenario, err, report)
 	}
-	t.Logf("summary: %s", lines[len(lines)-1])
-	return s
+	if !base.OK || base.Scenario != scenario {
+		t.Fatalf("%s, scenario %s: summary %s\n%s", script, scenario, last, report)
+	}
+	t.Logf("summary: %s", last)
 }
 
 // officialSystem starts the broker, an api and one worker (bin) on a prefix of its own.

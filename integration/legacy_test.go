@@ -8,16 +8,12 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -54,31 +50,8 @@ type legacySummary struct {
 // Node 22 binary and fails the test, with the script's output, unless it succeeds.
 func runLegacyClient(t *testing.T, mcpURL, scenario string, args ...string) legacySummary {
 	t.Helper()
-	node := officialNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, append([]string{filepath.Join("clients", "sdk-v1-tasks.mjs"), mcpURL, scenario}, args...)...)
-	cmd.Dir = officialNodeDir()
-	cmd.Env = append(os.Environ(), "MCPQ_TIMEOUT_MS=90000")
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	t.Logf("sdk-v1-tasks.mjs %s: %s (exit %v)", scenario, time.Since(start).Round(time.Millisecond), err)
-	report := fmt.Sprintf("---- stdout ----\n%s---- stderr ----\n%s", stdout.String(), stderr.String())
-	if err != nil {
-		t.Fatalf("sdk v1 client, scenario %s, failed: %v\n%s", scenario, err, report)
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	var s legacySummary
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &s); err != nil {
-		t.Fatalf("sdk v1 client, scenario %s: last stdout line is not the JSON summary: %v\n%s", scenario, err, report)
-	}
-	if !s.OK || s.Scenario != scenario {
-		t.Fatalf("sdk v1 client, scenario %s: summary %+v\n%s", scenario, s, report)
-	}
-	t.Logf("summary: %s", lines[len(lines)-1])
+	runNodeClient(t, "sdk-v1-tasks.mjs", mcpURL, scenario, args, &s)
 	return s
 }
 

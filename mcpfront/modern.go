@@ -373,7 +373,21 @@ func jobMeta(meta map[string]json.RawMessage, answers map[string]json.RawMessage
 	return out
 }
 
-func taskFields(t *taskstate.Task) map[string]any {
+// pollInterval is the polling interval suggested for t, in ms: a fifth of
+// the task's age, between 100 ms and 5 s, so a client sees a short task's end
+// soon after it happens and does not hammer the server while a long one
+// runs. A finished task keeps the interval it was created with.
+func pollInterval(t *taskstate.Task, now time.Time) int64 {
+	if t.Status.Terminal() {
+		if t.PollIntervalMs > 0 {
+			return t.PollIntervalMs
+		}
+		return defaultPollMs
+	}
+	return min(max(now.Sub(t.CreatedAt)/5, 100*time.Millisecond), 5*time.Second).Milliseconds()
+}
+
+func taskFields(t *taskstate.Task, now time.Time) map[string]any {
 	m := map[string]any{
 		"taskId":        t.ID,
 		"status":        t.Status,
@@ -385,11 +399,7 @@ func taskFields(t *taskstate.Task) map[string]any {
 	} else {
 		m["ttlMs"] = nil
 	}
-	poll := t.PollIntervalMs
-	if poll <= 0 {
-		poll = defaultPollMs
-	}
-	m["pollIntervalMs"] = poll
+	m["pollIntervalMs"] = pollInterval(t, now)
 	if t.StatusMessage != "" {
 		m["statusMessage"] = t.StatusMessage
 	}
@@ -397,7 +407,7 @@ func taskFields(t *taskstate.Task) map[string]any {
 }
 
 func (s *Server) createTaskResult(t *taskstate.Task) map[string]any {
-	m := taskFields(t)
+	m := taskFields(t, s.cfg.Now())
 	m["resultType"] = resultTask
 	m["_meta"] = s.resultMeta()
 	return m
@@ -405,7 +415,7 @@ func (s *Server) createTaskResult(t *taskstate.Task) map[string]any {
 
 // detailedTask is tasks/get's answer: the task plus what its status implies.
 func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
-	m := taskFields(t)
+	m := taskFields(t, s.cfg.Now())
 	m["resultType"] = resultComplete
 	switch t.Status {
 	case taskstate.Completed:

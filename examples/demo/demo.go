@@ -73,6 +73,12 @@ func Register(mux *consumer.Mux) {
 	})
 
 	consumer.Handle(mux, consumer.Tool{
+		Name: "noop", Title: "No-op", Description: "Does nothing and answers ok: the queue's own cost, for benchmarks.",
+	}, func(ctx context.Context, c *consumer.Call[struct{}]) (*consumer.Result, error) {
+		return consumer.TextResult("ok"), nil
+	})
+
+	consumer.Handle(mux, consumer.Tool{
 		Name: "fail", Title: "Fail", Description: "Always fails with a tool error (isError: true).",
 	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
 		msg := c.Args.Message

@@ -25,8 +25,8 @@ const (
 	// bare: Mutate to completed, ack — the lifecycle the brief calls the ceiling.
 	bare ceilingMode = iota
 	// workerOps: the record operations consumer.Worker performs for the
-	// demo `wait` tool: Get, Mutate (take: attempt+lease), Mutate (the
-	// handler's Progress statusMessage), Mutate (completed), ack.
+	// demo `noop` tool: Get, then two writes each starting from the version
+	// it holds (taskstate.MutateFrom): take (attempt+lease), completed; ack.
 	workerOps
 )
 
@@ -68,7 +68,7 @@ func ceiling(ctx context.Context, o wiring.Options, name string, mode ceilingMod
 
 	inflight := make(chan struct{}, conc) // a token per task created and not yet acked
 	io := context.WithoutCancel(ctx)      // a started create or settle always completes
-	args := json.RawMessage(`{"ms":0}`)
+	args := json.RawMessage(`{}`)
 
 	var prods sync.WaitGroup
 	for range conc {
@@ -86,7 +86,7 @@ func ceiling(ctx context.Context, o wiring.Options, name string, mode ceilingMod
 					return
 				}
 				t0 := time.Now()
-				_, err := prod.Create(io, &producer.Request{Tool: "wait", Arguments: args, Mode: taskstate.ModeTask, Era: taskstate.Era20260728})
+				_, err := prod.Create(io, &producer.Request{Tool: "noop", Arguments: args, Mode: taskstate.ModeTask, Era: taskstate.Era20260728})
 				if err != nil {
 					rec.fail(fmt.Errorf("create: %w", err))
 					if errors.Is(err, producer.ErrStart) {
@@ -154,28 +154,24 @@ func ceiling(ctx context.Context, o wiring.Options, name string, mode ceilingMod
 
 // settle does the consumer side's record work for one job.
 func settle(ctx context.Context, st taskstate.Store, id string, mode ceilingMode, now func() time.Time) (*taskstate.Task, error) {
+	var known *taskstate.Task
 	if mode == workerOps {
-		if _, err := st.Get(ctx, id); err != nil {
+		cur, err := st.Get(ctx, id)
+		if err != nil {
 			return nil, fmt.Errorf("get: %w", err)
 		}
-		if _, err := taskstate.Mutate(ctx, st, id, now, func(t *taskstate.Task) error {
+		if known, err = taskstate.MutateFrom(ctx, st, cur, id, now, func(t *taskstate.Task) error {
 			t.Attempt++
 			t.Lease = &taskstate.Lease{Worker: "bench", Expires: now().Add(30 * time.Second).UTC()}
 			return nil
 		}); err != nil {
 			return nil, fmt.Errorf("take: %w", err)
 		}
-		if _, err := taskstate.Mutate(ctx, st, id, now, func(t *taskstate.Task) error {
-			t.StatusMessage = "waiting 0 ms"
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("progress: %w", err)
-		}
 	}
-	t, err := taskstate.Mutate(ctx, st, id, now, func(t *taskstate.Task) error {
+	t, err := taskstate.MutateFrom(ctx, st, known, id, now, func(t *taskstate.Task) error {
 		t.Lease = nil
 		t.Status = taskstate.Completed
-		t.Result = json.RawMessage(`{"content":[{"type":"text","text":"waited 0 ms (attempt 1)"}]}`)
+		t.Result = json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`)
 		return nil
 	})
 	if err != nil {

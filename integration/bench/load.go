@@ -40,7 +40,7 @@ func newMCP(url string, conc int) *mcp {
 const (
 	capsPlain = `{"elicitation":{},"sampling":{}}`
 	capsTasks = `{"elicitation":{},"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
-	waitCall  = `"name":"wait","arguments":{"ms":0}`
+	waitCall  = `"name":"noop","arguments":{}`
 )
 
 type rpcError struct {
@@ -124,7 +124,7 @@ var errToolError = errors.New("tool returned isError: true")
 // tasks/get every poll until the task is terminal.
 func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) {
 	t0 := time.Now()
-	raw, err := m.call(ctx, "tools/call", "wait", waitCall, true)
+	raw, err := m.call(ctx, "tools/call", "noop", waitCall, true)
 	if err != nil {
 		return sample{}, fmt.Errorf("tools/call: %w", err)
 	}
@@ -181,7 +181,7 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 // the record to turn terminal and answers with the result inline.
 func (m *mcp) syncOnce(ctx context.Context) (sample, error) {
 	t0 := time.Now()
-	raw, err := m.call(ctx, "tools/call", "wait", waitCall, false)
+	raw, err := m.call(ctx, "tools/call", "noop", waitCall, false)
 	if err != nil {
 		return sample{}, fmt.Errorf("tools/call: %w", err)
 	}

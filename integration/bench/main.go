@@ -192,7 +192,7 @@ func printHeader(c *config, root string) {
 		modVersion("github.com/hibiken/asynq"), modVersion("github.com/redis/go-redis/v9"))
 	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get poll interval %s;\n",
 		c.duration, c.warmup, c.conc, c.workerConc, c.poll)
-	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s; tool `wait` {\"ms\":0} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll)
+	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll)
 	if c.pprofDir != "" {
 		fmt.Printf("          CPU profiles → %s (profiling perturbs the figures slightly)\n", c.pprofDir)
 	}
@@ -355,7 +355,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
 		defer stopWorker()
 		cli := newMCP(base+"/mcp", c.conc)
-		if err := waitTool(ctx, cli, worker, "wait"); err != nil {
+		if err := waitTool(ctx, cli, worker, "noop"); err != nil {
 			return err
 		}
 		pids["api"], pids["worker"] = api.pid(), worker.pid()

@@ -62,7 +62,7 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		if r.syncRand != nil {
 			fmt.Fprintf(w, ", %s ms randomly timed (n=%d)", ms(pct(r.syncRand.e2e, .5)), r.syncRand.ops)
 		}
-		fmt.Fprintf(w, ";\n    handler time ≈ 0 (wait ms=0: no sleep, one statusMessage write), so that is queueing + pickup +\n    record writes + HTTP")
+		fmt.Fprintf(w, ";\n    handler time ≈ 0 (noop), so that is queueing + pickup +\n    record writes + HTTP")
 		if r.task1 != nil {
 			fmt.Fprintf(w, "; server side (task path, one at a time), record createdAt → completed p50 = %s ms", ms(pct(r.task1.server, .5)))
 		}

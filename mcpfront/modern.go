@@ -36,9 +36,18 @@ const (
 
 var supportedVersions = []string{version2026}
 
-// modernParams is what every 2026-07-28 request carries besides its own fields.
+// modernParams is what every 2026-07-28 request carries besides its own
+// fields, plus the fields the routing headers mirror and tools/call reads:
+// one decode serves the envelope checks and the handler. Fields whose type
+// is checked later stay raw.
 type modernParams struct {
-	Meta map[string]json.RawMessage `json:"_meta"`
+	Meta           map[string]json.RawMessage `json:"_meta"`
+	Name           json.RawMessage            `json:"name"`
+	URI            json.RawMessage            `json:"uri"`
+	TaskID         json.RawMessage            `json:"taskId"`
+	Arguments      json.RawMessage            `json:"arguments"`
+	InputResponses json.RawMessage            `json:"inputResponses"`
+	RequestState   json.RawMessage            `json:"requestState"`
 }
 
 type clientCaps struct {
@@ -48,6 +57,7 @@ type clientCaps struct {
 // call is one decoded 2026-07-28 request.
 type call struct {
 	req      *request
+	p        *modernParams // the params, decoded once
 	meta     map[string]json.RawMessage
 	tasksExt bool // the request declared the tasks extension
 	owner    string
@@ -124,12 +134,12 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	if err := json.Unmarshal(rawCaps, &caps); err != nil || string(rawCaps) == "null" {
 		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": must be an object")
 	}
-	if err := checkRoutingHeaders(r, req); err != nil {
+	if err := checkRoutingHeaders(r, req, &p); err != nil {
 		return nil, err
 	}
 	settings := caps.Extensions[tasksExtension]
 	ext := len(settings) > 0 && settings[0] == '{' // declared with a settings object
-	return &call{req: req, meta: p.Meta, tasksExt: ext, owner: principalOf(r.Context()).Owner()}, nil
+	return &call{req: req, p: &p, meta: p.Meta, tasksExt: ext, owner: principalOf(r.Context()).Owner()}, nil
 }
 
 func unsupportedVersion(v string) *rpcError {
@@ -146,7 +156,7 @@ func requestedVersion(params json.RawMessage) string {
 }
 
 // checkRoutingHeaders enforces Mcp-Method and Mcp-Name (SEP-2243).
-func checkRoutingHeaders(r *http.Request, req *request) *rpcError {
+func checkRoutingHeaders(r *http.Request, req *request, p *modernParams) *rpcError {
 	hm := r.Header.Get(headerMethod)
 	if hm == "" {
 		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerMethod+" header")
@@ -154,21 +164,20 @@ func checkRoutingHeaders(r *http.Request, req *request) *rpcError {
 	if hm != req.Method {
 		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match method %q", headerMethod, hm, req.Method))
 	}
-	field := ""
+	var field string
+	var raw json.RawMessage
 	switch req.Method {
 	case "tools/call", "prompts/get":
-		field = "name"
+		field, raw = "name", p.Name
 	case "resources/read":
-		field = "uri"
+		field, raw = "uri", p.URI
 	case "tasks/get", "tasks/update", "tasks/cancel":
-		field = "taskId"
+		field, raw = "taskId", p.TaskID
 	default:
 		return nil
 	}
-	var fields map[string]json.RawMessage
-	_ = json.Unmarshal(req.Params, &fields)
 	var want string
-	if raw, ok := fields[field]; ok {
+	if raw != nil {
 		if err := json.Unmarshal(raw, &want); err != nil {
 			return errorf(codeInvalidParams, http.StatusOK, fmt.Sprintf("invalid params: %q must be a string", field))
 		}
@@ -258,6 +267,23 @@ func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what s
 	writeError(w, id, errorf(codeInternal, http.StatusInternalServerError, "internal error: "+what))
 }
 
+// callParams types the tools/call and prompts/get fields decoded with the envelope.
+func (c *call) callParams() (*callParams, *rpcError) {
+	p := &callParams{Arguments: c.p.Arguments, InputResponses: c.p.InputResponses}
+	for _, f := range []struct {
+		raw  json.RawMessage
+		into *string
+		name string
+	}{{c.p.Name, &p.Name, "name"}, {c.p.RequestState, &p.RequestState, "requestState"}} {
+		if f.raw != nil && string(f.raw) != "null" {
+			if err := json.Unmarshal(f.raw, f.into); err != nil {
+				return nil, invalidParams(fmt.Sprintf("invalid params: %q must be a string", f.name))
+			}
+		}
+	}
+	return p, nil
+}
+
 // callParams are the params of tools/call and prompts/get, MRTR fields included.
 type callParams struct {
 	Name           string          `json:"name"`
@@ -267,9 +293,9 @@ type callParams struct {
 }
 
 func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
-	var p callParams
-	if err := json.Unmarshal(c.req.Params, &p); err != nil {
-		writeError(w, c.req.ID, invalidParams("invalid params: "+err.Error()))
+	p, rerr := c.callParams()
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
 		return
 	}
 	if p.Name == "" {
@@ -292,7 +318,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeResult(w, c.req.ID, bad)
 		return
 	}
-	answers, rerr := s.gatherAnswers(p.Name, &p)
+	answers, rerr := s.gatherAnswers(p.Name, p)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return
@@ -447,8 +473,11 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
 	}
 	var p taskParams
-	if err := json.Unmarshal(c.req.Params, &p); err != nil {
-		return nil, nil, invalidParams("invalid params: " + err.Error())
+	if c.p.TaskID != nil && json.Unmarshal(c.p.TaskID, &p.TaskID) != nil {
+		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
+	}
+	if c.p.InputResponses != nil && json.Unmarshal(c.p.InputResponses, &p.InputResponses) != nil {
+		return nil, nil, invalidParams("invalid params: inputResponses must be an object mapping request keys to results")
 	}
 	if p.TaskID == "" {
 		return nil, nil, invalidParams("invalid params: missing taskId")

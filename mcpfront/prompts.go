@@ -36,9 +36,12 @@ func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, c *call
 // promptsGet runs a prompt handler through the queue, inline, with the same
 // MRTR rounds a tool call has.
 func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) {
-	var p callParams
-	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
-		writeError(w, c.req.ID, invalidParams("invalid params: prompts/get needs a prompt name"))
+	p, rerr := c.callParams()
+	if rerr == nil && p.Name == "" {
+		rerr = invalidParams("invalid params: prompts/get needs a prompt name")
+	}
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
 		return
 	}
 	prompt, err := s.catalog.Tool(ctx, taskstate.CatalogKey(taskstate.KindPrompt, p.Name))
@@ -68,7 +71,7 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 			return
 		}
 	}
-	answers, rerr := s.gatherAnswers(prompt.Key(), &p)
+	answers, rerr := s.gatherAnswers(prompt.Key(), p)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return

@@ -323,12 +323,15 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
 	defer cancel()
-	if _, err := s.prod.Create(ctx, req); err != nil {
+	out := &replier{w: w, id: c.req.ID}
+	final, err := s.streamTask(ctx, r, out, req.ID, streamOpts{
+		progress: meta["progressToken"] != nil || meta["logLevel"] != nil,
+		create:   func() error { _, err := s.prod.Create(ctx, req); return err },
+	})
+	if errors.Is(err, errNotStarted) {
 		s.internalError(w, c.req.ID, "starting the call", err)
 		return
 	}
-	out := &replier{w: w, id: c.req.ID}
-	final, err := s.streamTask(ctx, r, out, req.ID, streamOpts{progress: meta["progressToken"] != nil || meta["logLevel"] != nil})
 	if err != nil {
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
@@ -469,7 +472,13 @@ func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *
 	writeResult(w, c.req.ID, res)
 }
 
+// errNotStarted wraps a failed streamOpts.create.
+var errNotStarted = errors.New("mcpfront: call not started")
+
 type streamOpts struct {
+	// create, when set, starts the task once the stream listens, so that no
+	// notification sent at the very start is missed.
+	create      func() error
 	progress    bool // forward the worker's notifications (progress, logs)
 	related     bool // the stream belongs to a task: tag requests with related-task
 	statusNotes bool // send notifications/tasks/status on status changes
@@ -498,6 +507,11 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 		if err == nil {
 			subscribed = true
 			defer sub.Close()
+		}
+	}
+	if o.create != nil {
+		if err := o.create(); err != nil {
+			return nil, fmt.Errorf("%w: %w", errNotStarted, err)
 		}
 	}
 	ch, err := s.store.Watch(ctx, id)

@@ -91,5 +91,22 @@ type Bus interface {
 // Subscription ends with Close.
 type Subscription interface{ Close() error }
 
+// SafeName reports whether s is one plain name — letters, digits, "_" and
+// "-" — so that it cannot widen a wildcard subscription or reach another
+// channel when a bus puts it into a subject or channel name. Every task id
+// taskstate.NewID makes is one.
+func SafeName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // ErrClosed is returned by Next once the consumer can deliver no more.
 var ErrClosed = errors.New("broker: closed")

@@ -223,38 +223,26 @@ type legacyTool struct {
 }
 
 func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
-	tools, err := s.catalog.Tools(ctx)
-	if err != nil {
-		s.internalError(w, c.req.ID, "listing tools", err)
+	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
+	if !ok {
 		return
 	}
-	out := make([]legacyTool, 0, len(tools))
-	for _, t := range tools {
-		if t.Kind != taskstate.KindTool {
-			continue
-		}
-		lt := legacyTool{wireTool: wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}}
+	out := make([]legacyTool, len(tools))
+	for i, t := range tools {
+		out[i] = legacyTool{wireTool: toWireTool(t)}
 		if c.tasks() {
-			lt.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
+			out[i].Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
 		}
-		out = append(out, lt)
 	}
 	writeResult(w, c.req.ID, map[string]any{"tools": out})
 }
 
 func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
-	entries, err := s.catalog.Tools(ctx)
-	if err != nil {
-		s.internalError(w, c.req.ID, "listing prompts", err)
+	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
+	if !ok {
 		return
 	}
-	out := make([]wirePrompt, 0)
-	for _, t := range entries {
-		if t.Kind == taskstate.KindPrompt {
-			out = append(out, wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments})
-		}
-	}
-	writeResult(w, c.req.ID, map[string]any{"prompts": out})
+	writeResult(w, c.req.ID, map[string]any{"prompts": toWirePrompts(prompts)})
 }
 
 type legacyCallParams struct {
@@ -349,14 +337,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta map[string]any) {
 	switch t.Status {
 	case taskstate.Completed:
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(t.Result, &m); err != nil || m == nil {
-			m = map[string]json.RawMessage{"content": json.RawMessage("[]")}
-		}
-		if meta != nil {
-			m["_meta"], _ = json.Marshal(meta)
-		}
-		out.result(m)
+		out.result(reshape(t.Result, "", meta))
 	case taskstate.Failed:
 		out.fail(storedError(t.Error))
 	default:

@@ -248,18 +248,36 @@ type wireTool struct {
 }
 
 func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, c *call) {
-	tools, err := s.catalog.Tools(ctx)
-	if err != nil {
-		s.internalError(w, c.req.ID, "listing tools", err)
+	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
+	if !ok {
 		return
 	}
-	out := make([]wireTool, 0, len(tools))
-	for _, t := range tools {
-		if t.Kind == taskstate.KindTool {
-			out = append(out, wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations})
-		}
+	out := make([]wireTool, len(tools))
+	for i, t := range tools {
+		out[i] = toWireTool(t)
 	}
 	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+}
+
+// entries lists the catalog's entries of one kind; on failure it answers
+// and reports false.
+func (s *Server) entries(ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind string) ([]*taskstate.ToolInfo, bool) {
+	all, err := s.catalog.Tools(ctx)
+	if err != nil {
+		s.internalError(w, id, "reading the catalog", err)
+		return nil, false
+	}
+	out := all[:0:0]
+	for _, t := range all {
+		if t.Kind == kind {
+			out = append(out, t)
+		}
+	}
+	return out, true
+}
+
+func toWireTool(t *taskstate.ToolInfo) wireTool {
+	return wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
 }
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {
@@ -445,7 +463,7 @@ func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
 	m["resultType"] = resultComplete
 	switch t.Status {
 	case taskstate.Completed:
-		m["result"] = withResultType(t.Result, resultComplete)
+		m["result"] = reshape(t.Result, resultComplete, nil)
 	case taskstate.Failed:
 		if t.Error != nil {
 			m["error"] = t.Error

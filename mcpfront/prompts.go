@@ -19,18 +19,19 @@ type wirePrompt struct {
 }
 
 func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, c *call) {
-	entries, err := s.catalog.Tools(ctx)
-	if err != nil {
-		s.internalError(w, c.req.ID, "listing prompts", err)
+	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
+	if !ok {
 		return
 	}
-	out := make([]wirePrompt, 0)
-	for _, t := range entries {
-		if t.Kind == taskstate.KindPrompt {
-			out = append(out, wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments})
-		}
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": toWirePrompts(prompts), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+}
+
+func toWirePrompts(prompts []*taskstate.ToolInfo) []wirePrompt {
+	out := make([]wirePrompt, len(prompts))
+	for i, t := range prompts {
+		out[i] = wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
 	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	return out
 }
 
 // promptsGet runs a prompt handler through the queue, inline, with the same

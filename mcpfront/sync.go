@@ -84,7 +84,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		out.result(reply)
 	case final.Status == taskstate.Completed:
-		out.result(s.withServerInfo(withResultType(final.Result, resultComplete)))
+		out.result(reshape(final.Result, resultComplete, s.resultMeta()))
 	case final.Status == taskstate.Failed:
 		out.fail(storedError(final.Error))
 	default:
@@ -155,30 +155,28 @@ func (r *replier) fail(e *rpcError) {
 	writeError(r.w, r.id, e)
 }
 
-// withResultType adds "resultType" to a stored CallToolResult object.
-func withResultType(result json.RawMessage, rt string) json.RawMessage {
+// reshape re-encodes a stored result (CallToolResult or GetPromptResult) for
+// the wire in one pass: it sets resultType (unless rt is "") and adds meta's
+// entries to the result's own _meta.
+func reshape(result json.RawMessage, rt string, meta map[string]any) json.RawMessage {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(result, &m); err != nil || m == nil {
 		m = map[string]json.RawMessage{"content": json.RawMessage("[]")}
 	}
-	m["resultType"], _ = json.Marshal(rt)
-	b, _ := json.Marshal(m)
-	return b
-}
-
-// withServerInfo adds this server's serverInfo to a stored result's _meta.
-func (s *Server) withServerInfo(result json.RawMessage) json.RawMessage {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(result, &m); err != nil || m == nil {
-		return result
+	if rt != "" {
+		m["resultType"], _ = json.Marshal(rt)
 	}
-	var meta map[string]any
-	_ = json.Unmarshal(m["_meta"], &meta)
-	if meta == nil {
-		meta = map[string]any{}
+	if len(meta) > 0 {
+		var own map[string]json.RawMessage
+		_ = json.Unmarshal(m["_meta"], &own)
+		if own == nil {
+			own = map[string]json.RawMessage{}
+		}
+		for k, v := range meta {
+			own[k], _ = json.Marshal(v)
+		}
+		m["_meta"], _ = json.Marshal(own)
 	}
-	meta[metaServerInfo] = s.serverInfo()
-	m["_meta"], _ = json.Marshal(meta)
 	b, _ := json.Marshal(m)
 	return b
 }

@@ -35,29 +35,13 @@ func NewBus(rdb redis.UniversalClient, cfg *Config) *Bus {
 // Close ends every subscription and the bus's pub/sub connection.
 func (b *Bus) Close() error { return b.sub.Close() }
 
-// safeToken reports whether s is one plain name: letters, digits, "_" and
-// "-". Every id taskstate.NewID makes is one, and none of them can widen a
-// pattern subscription or reach another channel.
-func safeToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 func (b *Bus) topicPrefix(topic broker.Topic) string { return b.prefix + ":" + string(topic) + ":" }
 
 func (b *Bus) Publish(ctx context.Context, topic broker.Topic, taskID string, data []byte) error {
-	if !safeToken(string(topic)) {
+	if !broker.SafeName(string(topic)) {
 		return fmt.Errorf("asynqbroker: publish: invalid topic %q", topic)
 	}
-	if !safeToken(taskID) {
+	if !broker.SafeName(taskID) {
 		return fmt.Errorf("asynqbroker: publish %s: invalid task id %q", topic, taskID)
 	}
 	if err := b.rdb.Publish(ctx, b.topicPrefix(topic)+taskID, data).Err(); err != nil {
@@ -71,10 +55,10 @@ func (b *Bus) Publish(ctx context.Context, topic broker.Topic, taskID string, da
 const busQueue = 4096
 
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
-	if !safeToken(string(topic)) {
+	if !broker.SafeName(string(topic)) {
 		return nil, fmt.Errorf("asynqbroker: subscribe: invalid topic %q", topic)
 	}
-	if taskID != "" && !safeToken(taskID) {
+	if taskID != "" && !broker.SafeName(taskID) {
 		// "*" or "a?" would subscribe to other tasks' messages.
 		return nil, fmt.Errorf("asynqbroker: subscribe %s: invalid task id %q", topic, taskID)
 	}

@@ -264,21 +264,6 @@ func subjectToken(s string) string {
 	}, s)
 }
 
-// subjectSafe reports whether a task id is one plain subject token: no
-// separator, wildcard or space. Every id taskstate.NewID makes is.
-func subjectSafe(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // Bus is the core-NATS implementation of broker.Bus.
 type Bus struct {
 	nc     *nats.Conn
@@ -301,7 +286,7 @@ func (b *Bus) subject(topic broker.Topic, taskID string) string {
 }
 
 func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data []byte) error {
-	if !subjectSafe(taskID) {
+	if !broker.SafeName(taskID) {
 		return fmt.Errorf("natsbroker: publish %s: invalid task id %q", topic, taskID)
 	}
 	if err := b.nc.Publish(b.subject(topic, taskID), data); err != nil {
@@ -311,7 +296,7 @@ func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data
 }
 
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
-	if taskID != "" && !subjectSafe(taskID) {
+	if taskID != "" && !broker.SafeName(taskID) {
 		// "a.>" or "*" would subscribe to other tasks' messages.
 		return nil, fmt.Errorf("natsbroker: subscribe %s: invalid task id %q", topic, taskID)
 	}

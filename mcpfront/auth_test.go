@@ -361,6 +361,12 @@ func TestAuthFrontTokenCases(t *testing.T) {
 				if r.err != nil || r.result == nil {
 					t.Errorf("%s, %s: accepted but %s", c.Name, wire, r)
 				}
+				// An accepted call may have started a task: let the worker
+				// finish writing it before the next case counts writes.
+				var res map[string]json.RawMessage
+				if json.Unmarshal(r.result, &res) == nil && res["taskId"] != nil {
+					ae.waitStored(t, str(res["taskId"]), func(tk *taskstate.Task) bool { return tk.Status.Terminal() })
+				}
 				continue
 			}
 			if !r.jsonrpc || r.err == nil || r.err.Code != -32600 || string(r.id) != "null" {

@@ -12,10 +12,15 @@ import (
 	"time"
 )
 
-// Job is one tool call to run. TaskID is the dedupe key: publishing the same
-// TaskID twice within the queue's dedupe window enqueues it once.
+// Job is one tool call to run. Its dedupe key (DedupeKey: Dedupe, or TaskID
+// when that is empty) makes publishing the same job twice within the
+// queue's dedupe window enqueue it once.
 type Job struct {
 	TaskID string `json:"taskId"`
+	// Dedupe overrides the dedupe key. A reaper that republishes a task
+	// whose worker was lost sets it (task id + attempt), so the new job is
+	// not mistaken for the original still held by the broker.
+	Dedupe string `json:"dedupe,omitempty"`
 	// Kind is "" for a tool call, "prompt" for prompts/get.
 	Kind      string          `json:"kind,omitempty"`
 	Tool      string          `json:"tool"`
@@ -23,6 +28,14 @@ type Job struct {
 	Owner     string          `json:"owner,omitempty"`
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+}
+
+// DedupeKey is the key the queue dedupes the job by.
+func (j *Job) DedupeKey() string {
+	if j.Dedupe != "" {
+		return j.Dedupe
+	}
+	return j.TaskID
 }
 
 // Queue is the durable job queue.

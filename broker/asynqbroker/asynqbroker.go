@@ -214,7 +214,7 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 		return fmt.Errorf("asynqbroker: enqueue: %w", err)
 	}
 	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(job.Tool, b),
-		asynq.TaskID(job.TaskID),
+		asynq.TaskID(job.DedupeKey()),
 		asynq.Queue(q.queueFor(job.Tool)),
 		asynq.MaxRetry(q.cfg.MaxDeliveries-1),
 		asynq.Retention(q.cfg.Dedupe),

@@ -105,7 +105,7 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("natsbroker: enqueue: %w", err)
 	}
-	if _, err := q.js.Publish(ctx, q.cfg.Subject+"."+subjectToken(job.Tool), b, jetstream.WithMsgID(job.TaskID)); err != nil {
+	if _, err := q.js.Publish(ctx, q.cfg.Subject+"."+subjectToken(job.Tool), b, jetstream.WithMsgID(job.DedupeKey())); err != nil {
 		return fmt.Errorf("natsbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil

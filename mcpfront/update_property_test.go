@@ -32,16 +32,18 @@ func TestTasksUpdateKeys(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
+	name := natstest.Name(t)
+	// Memory buckets: the storage type plays no part in key handling. Every
+	// generated sequence gets a task of its own.
+	st, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+	if err != nil {
+		t.Fatalf("natskv.New: %v", err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	front := New(nil, st, nil, nil, &Config{StateKey: make([]byte, 32), Logger: zerolog.Nop()})
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		name := natstest.Name(t)
-		// Memory buckets: the storage type plays no part in key handling.
-		st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-		if err != nil {
-			rt.Fatalf("natskv.New: %v", err)
-		}
-		defer st.Close()
 		now := time.Now().UTC()
 		task := &taskstate.Task{ID: taskstate.NewID(), Tool: "t", Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
 			Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now}
@@ -50,7 +52,7 @@ func TestTasksUpdateKeys(t *testing.T) {
 		}
 		m := &updateMachine{
 			ctx: ctx, store: st, id: task.ID, rev: task.Revision,
-			srv:  New(nil, st, nil, nil, &Config{StateKey: make([]byte, 32), Logger: zerolog.Nop()}),
+			srv:  front,
 			want: inputModel{status: taskstate.Working, requests: map[string]string{}, answers: map[string]string{}},
 		}
 		rt.Repeat(rapid.StateMachineActions(m))

@@ -7,8 +7,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate/statetest"
 )
 
-// One embedded server; every generated sequence gets its own buckets.
+// One embedded server, one store on file buckets; every generated sequence
+// gets a task of its own.
 func TestStatusMachine(t *testing.T) {
 	t.Parallel()
-	statetest.StatusMachine(t, newStore(natstest.Start(t), false))
+	st, _ := newStore(natstest.Start(t), false)(t)
+	statetest.StatusMachine(t, st)
 }

@@ -7,8 +7,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate/statetest"
 )
 
-// Every generated sequence gets its own key prefix.
+// One store under its own key prefix; every generated sequence gets a task
+// of its own.
 func TestStatusMachine(t *testing.T) {
 	t.Parallel()
-	statetest.StatusMachine(t, newStore(redistest.Client(t)))
+	st, _ := newStore(redistest.Client(t))(t)
+	statetest.StatusMachine(t, st)
 }

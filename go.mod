@@ -13,6 +13,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.35.1
 	golang.org/x/time v0.16.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -83,6 +83,7 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"WatchContextCancel", s.watchContextCancel},
 		{"WatchUnknown", s.watchUnknown},
 		{"TerminalTTL", s.terminalTTL},
+		{"ActiveOutlivesTTL", s.activeOutlivesTTL},
 		{"ListPages", s.listPages},
 		{"ListSameCreatedAt", s.listSameCreatedAt},
 		{"ListNoOwner", s.listNoOwner},

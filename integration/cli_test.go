@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os/exec"
@@ -23,7 +24,9 @@ func (s *system) tasksCLI(t *testing.T, args ...string) cliRun {
 	t.Helper()
 	argv := append([]string{"tasks"}, args...)
 	argv = append(append(argv, s.be.Args...), "--prefix", s.prefix)
-	cmd := exec.Command(s.bins.API, argv...)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bins.API, argv...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -36,6 +39,9 @@ func (s *system) tasksCLI(t *testing.T, args ...string) cliRun {
 		t.Fatalf("api %s: %v", strings.Join(argv, " "), err)
 	}
 	t.Logf("api tasks %s → %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
+		t.Errorf("api tasks %s reported a data race", strings.Join(args, " "))
+	}
 	return r
 }
 

@@ -292,7 +292,7 @@ func shorten(s string, n int) string {
 func (c *tasksCLI) get(ctx context.Context, b *wiring.Backend, id string) error {
 	t, err := b.Store.Get(ctx, id)
 	if errors.Is(err, taskstate.ErrNotFound) {
-		return fmt.Errorf("no task %s", id)
+		return fmt.Errorf("no task %s: an unknown id, or its record expired or was purged", id)
 	}
 	if err != nil {
 		return err

@@ -83,6 +83,9 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "tasks" { // operator CLI: cmd/api/tasks.go
+		os.Exit(tasksMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var c config
 	fs := flag.NewFlagSet("api", flag.ExitOnError)
 	c.Options.Flags(fs)

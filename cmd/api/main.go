@@ -75,6 +75,7 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
+	console        consoleFlags
 }
 
 func main() {
@@ -104,6 +105,7 @@ func main() {
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
 	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
+	c.console.flags(fs)
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")
@@ -319,6 +321,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			}
 		}
 	}
+	c.console.mount(ctx, mux, authn, prod, b.Store, hosts, log)
 	if c.asynqmon {
 		if c.Broker != "asynq" {
 			return fmt.Errorf("--asynqmon needs --broker asynq")

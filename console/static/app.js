@@ -11,6 +11,7 @@ const $ = (sel) => document.querySelector(sel);
 const state = {
   rows: new Map(),   // id → row, the tasks the table shows
   counts: {},        // tool → status → n
+  matched: 0,        // tasks matching the filters (the table shows the newest)
   selected: "",
   streamAbort: null,
   reloadTimer: 0,
@@ -75,7 +76,7 @@ async function reload() {
   state.rows = new Map(ans.tasks.map((r) => [r.id, r]));
   state.counts = ans.counts;
   $("#truncated").hidden = !ans.truncated;
-  $("#matched").textContent = ans.matched + " matching";
+  state.matched = ans.matched;
   renderCounts();
   renderTable();
 }
@@ -119,7 +120,7 @@ function matches(r) {
 }
 
 function rowElement(r) {
-  const tr = el("tr", { "data-id": r.id, "data-status": r.status },
+  const tr = el("tr", { "data-id": r.id, "data-status": r.status, "data-attempt": r.attempt },
     el("td", {}, clock(r.createdAt)),
     el("td", {}, r.tool),
     el("td", {}, el("code", {}, r.id.slice(0, 10) + "…")),
@@ -136,6 +137,7 @@ function renderTable() {
   const rows = [...state.rows.values()].filter(matches)
     .sort((a, b) => (b.createdAt > a.createdAt ? 1 : b.createdAt < a.createdAt ? -1 : a.id < b.id ? -1 : 1));
   $("#tasks tbody").replaceChildren(...rows.map(rowElement));
+  $("#matched").textContent = state.matched + " matching";
 }
 
 // apply takes one change from the feed.
@@ -145,9 +147,11 @@ function apply(r) {
   const c = (state.counts[r.tool] ||= {});
   if (old) c[old.status] = Math.max(0, (c[old.status] || 1) - 1);
   if (old || r.attempt === 0) c[r.status] = (c[r.status] || 0) + 1;
+  if (matches(r) && !(old && matches(old))) state.matched++;
+  else if (old && matches(old) && !matches(r)) state.matched--;
   state.rows.set(r.id, r);
   const tr = document.querySelector(`#tasks tbody tr[data-id="${CSS.escape(r.id)}"]`);
-  if (tr && matches(r)) tr.replaceWith(rowElement(r));
+  if (tr && matches(r) && old && matches(old)) tr.replaceWith(rowElement(r));
   else renderTable();
   renderCounts();
   if (r.id === state.selected) showDetail(r.id).catch(() => {});

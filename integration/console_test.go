@@ -101,15 +101,21 @@ var (
 )
 
 // TestConsoleBrowser drives the task console in headless Chromium against a
-// real api (authentication on, one console admin) and worker: it signs in
-// with the admin's token, watches a task go working → completed without a
-// reload, cancels a running task with the row's button, and checks the
-// record, the worker and a screenshot of the page.
+// real api (authentication on, one console admin) and worker on each broker:
+// it signs in with the admin's token, watches a task go working → completed
+// without a reload, cancels a running task with the row's button, and checks
+// the record, the worker and a screenshot of the page.
 func TestConsoleBrowser(t *testing.T) {
 	path := chromium(t)
+	for _, broker := range brokers { // one after the other: one browser at a time
+		t.Run(broker, func(t *testing.T) { consoleBrowser(t, path, broker) })
+	}
+}
+
+func consoleBrowser(t *testing.T, path, broker string) {
 	b := harness.Build(t)
 	prefix := authPrefix(t)
-	be := harness.NewBackend(t, b, "nats", prefix)
+	be := harness.NewBackend(t, b, broker, prefix)
 	iss := authtest.NewIssuer(t, auth.RS256)
 	mcpURL, _ := harness.API(t, b, be, prefix,
 		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--console-admins", "ops-admin")
@@ -192,7 +198,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	file := filepath.Join(dir, "console.png")
+	file := filepath.Join(dir, "console-"+broker+".png")
 	if err := os.WriteFile(file, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -60,6 +60,7 @@ type config struct {
 	allowedOrigins   string
 	asynqmon         bool
 	asynqmonReadOnly bool
+	console          consoleFlags
 
 	publicURL        string
 	authJWKSURL      string
@@ -75,7 +76,6 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
-	console        consoleFlags
 }
 
 func main() {
@@ -83,6 +83,7 @@ func main() {
 	fs := flag.NewFlagSet("api", flag.ExitOnError)
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
+	c.console.flags(fs)
 	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp and /healthz (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
@@ -105,7 +106,6 @@ func main() {
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
 	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
-	c.console.flags(fs)
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")

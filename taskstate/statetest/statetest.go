@@ -93,6 +93,7 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"ScanActiveAndAll", s.scanActiveAndAll},
 		{"ScanStops", s.scanStops},
 		{"DeleteTerminal", s.deleteTerminal},
+		{"Feed", s.feed},
 		{"SessionRoundTrip", s.sessionRoundTrip},
 		{"SessionUnknown", s.sessionUnknown},
 		{"SessionDelete", s.sessionDelete},

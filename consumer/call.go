@@ -50,7 +50,9 @@ func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) err
 	c.mu.Lock()
 	known := c.rec
 	c.mu.Unlock()
+	ctx, end := c.w.cfg.Telemetry.StartWrite(ctx, c.taskID)
 	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, decide)
+	end(err)
 	c.saw(t)
 	return t, err
 }
@@ -69,7 +71,7 @@ func (c *callState) saw(t *taskstate.Task) {
 
 // Logger returns the worker's logger with the task's fields.
 func (c *callState) Logger() *zerolog.Logger {
-	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Int("attempt", c.attempt).Logger()
+	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Str("principal", c.owner).Int("attempt", c.attempt).Logger()
 	return &l
 }
 

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // Keys of the W3C trace context, in HTTP headers, in a request's
@@ -43,6 +45,16 @@ func (t *Telemetry) StartRequest(ctx context.Context, h http.Header, method stri
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return ctx, func() { span.End() }
+}
+
+// TraceRequest is StartRequest for an HTTP request: it returns r with the
+// span in its context (r itself when tracing is off).
+func (t *Telemetry) TraceRequest(r *http.Request, method string, params json.RawMessage) (*http.Request, func()) {
+	if !t.tracing() {
+		return r, func() {}
+	}
+	ctx, end := t.StartRequest(r.Context(), r.Header, method, params)
+	return r.WithContext(ctx), end
 }
 
 // StartSpan starts an internal span under ctx's span, with attributes given
@@ -89,9 +101,19 @@ func (t *Telemetry) StartRun(ctx context.Context, job *broker.Job, delivery int)
 	return ctx, func() { span.End() }
 }
 
-// StartWrite starts the span of one write of a task record.
+// StartWrite starts the span of one write of a task record. end takes the
+// write's error; taskstate.ErrSkip (nothing to change) is not one.
 func (t *Telemetry) StartWrite(ctx context.Context, taskID string) (context.Context, func(err error)) {
-	return t.StartSpan(ctx, "task.write", "mcpq.task.id", taskID)
+	if !t.tracing() {
+		return ctx, func(error) {}
+	}
+	ctx, end := t.StartSpan(ctx, "task.write", "mcpq.task.id", taskID)
+	return ctx, func(err error) {
+		if errors.Is(err, taskstate.ErrSkip) {
+			err = nil
+		}
+		end(err)
+	}
 }
 
 func endWith(span trace.Span) func(error) {

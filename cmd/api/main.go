@@ -35,9 +35,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynqmon"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
@@ -46,6 +43,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/wiring"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 type config struct {
@@ -82,7 +80,7 @@ func main() {
 	fs := flag.NewFlagSet("api", flag.ExitOnError)
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
-	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp and /healthz (env MCPQ_LISTEN)")
+	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz and /metrics (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", wiring.EnvDuration("MCPQ_SYNC_TIMEOUT", 2*time.Minute), "how long a call from a client without task support waits for its result (env MCPQ_SYNC_TIMEOUT)")
@@ -247,6 +245,16 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	defer b.Close()
 
+	reg := wiring.NewRegistry()
+	tp, flush, err := c.TracerProvider(ctx, "api")
+	if err != nil {
+		return err
+	}
+	defer wiring.FlushSpans(flush, log)
+	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	tel.WatchQueue(b.Queue)
+	c.worker.Telemetry = tel
+
 	var wg sync.WaitGroup
 	if allInOne {
 		mux := consumer.NewMux()
@@ -273,7 +281,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		}
 	}
 
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{TTL: c.taskTTL, Logger: log})
+	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{TTL: c.taskTTL, Logger: log, Telemetry: tel})
 	hosts := wiring.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
@@ -285,8 +293,6 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if authn != nil {
 		fauth = authn
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
 		Metrics:        reg,
 		StateKey:       []byte(os.Getenv("MCPQ_STATE_KEY")),
@@ -299,11 +305,10 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		MaxActiveTasks: c.maxActiveTasks,
 		Auth:           fauth,
 		Logger:         log,
+		Telemetry:      tel,
 	})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", front)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux := wiring.AdminMux(reg, append(b.Checks(), wiring.CatalogCheck(b.Catalog))...) // /healthz, /readyz, /metrics
+	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root
 		// one clients fall back to.

@@ -54,6 +54,7 @@ type Options struct {
 	Prefix                       string // names streams, buckets and subjects, so systems can share a server
 	LogLevel                     string
 	LogJSON                      bool
+	OTelExporter                 string // none, stdout or otlp: see TracerProvider
 }
 
 // Flags registers the shared flags on fs, defaulting from the environment.
@@ -67,6 +68,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
 	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
 	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
+	fs.StringVar(&o.OTelExporter, "otel-exporter", otelExporterDefault(), "where trace spans go: none, stdout, or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318) (env OTEL_TRACES_EXPORTER)")
 }
 
 func envOr(k, def string) string {

@@ -46,7 +46,7 @@ type Config struct {
 	// Telemetry records runs, outcomes and input waits and traces each run
 	// (nil: none).
 	Telemetry *telemetry.Telemetry
-	Now    func() time.Time
+	Now       func() time.Time
 }
 
 // Worker pulls jobs and runs them with a Mux's handlers.

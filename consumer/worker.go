@@ -43,10 +43,11 @@ type Config struct {
 	// ID names this worker on leases and in logs. Default hostname-pid.
 	ID     string
 	Logger zerolog.Logger
+	Now    func() time.Time
+
 	// Telemetry records runs, outcomes and input waits and traces each run
 	// (nil: none).
 	Telemetry *telemetry.Telemetry
-	Now       func() time.Time
 }
 
 // Worker pulls jobs and runs them with a Mux's handlers.

@@ -64,12 +64,14 @@ func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) err
 	c.mu.Lock()
 	known := c.rec
 	c.mu.Unlock()
+	ctx, end := c.w.cfg.Telemetry.StartWrite(ctx, c.taskID)
 	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
 		if c.attempt > 0 && t.Attempt != c.attempt {
 			return ErrFenced
 		}
 		return decide(t)
 	})
+	end(err)
 	c.saw(t)
 	if errors.Is(err, ErrFenced) && c.lost != nil {
 		c.lost(ErrFenced)
@@ -91,7 +93,7 @@ func (c *callState) saw(t *taskstate.Task) {
 
 // Logger returns the worker's logger with the task's fields.
 func (c *callState) Logger() *zerolog.Logger {
-	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Int("attempt", c.attempt).Logger()
+	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Str("principal", c.owner).Int("attempt", c.attempt).Logger()
 	return &l
 }
 

@@ -204,6 +204,7 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 	for t := range updates {
 		c.saw(t)
 		if out, ok := answered(t, keys); ok {
+			c.w.cfg.Telemetry.InputWaited(c.tool, time.Since(started))
 			c.Logger().Info().Dur("waited", time.Since(started)).Msg("client input received")
 			return out, refused(out)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 // Config tunes a Worker. A nil Config is valid; zero fields take defaults.
@@ -43,6 +44,10 @@ type Config struct {
 	ID     string
 	Logger zerolog.Logger
 	Now    func() time.Time
+
+	// Telemetry records runs, outcomes and input waits and traces each run
+	// (nil: none).
+	Telemetry *telemetry.Telemetry
 }
 
 // Worker pulls jobs and runs them with a Mux's handlers.
@@ -248,7 +253,9 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
-	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Int("delivery", d.Attempt()).Logger()
+	base, endRun := w.cfg.Telemetry.StartRun(base, job, d.Attempt()) // every write below is in this span
+	defer endRun()
+	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
@@ -354,13 +361,15 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	cs.lost = func(cause error) { cancel(cause) }
 	keeper := w.keepLease(io, hctx, d, cs, log)
 	started := w.cfg.Now()
-	log.Info().Msg("task running")
+	w.cfg.Telemetry.TaskStarted(job.Tool, rec.Attempt, started.Sub(rec.CreatedAt))
+	log.Info().Dur("queued", started.Sub(rec.CreatedAt)).Msg("task running")
 	if raw, ok := job.Meta[MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
 	res, herr := w.call(hctx, e, cs)
 	keeper()
 	took := w.cfg.Now().Sub(started)
+	w.cfg.Telemetry.TaskRan(job.Tool, took)
 
 	switch cause := context.Cause(hctx); {
 	case errors.Is(cause, ErrShutdown):
@@ -467,6 +476,7 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, 
 		log.Error().Err(err).Msg("writing outcome failed")
 		return finishRetry
 	}
+	w.cfg.Telemetry.TaskFinished(ctx, cs.tool, string(t.Status))
 	log.Info().Str("status", string(t.Status)).Msg("task finished")
 	return finishDone
 }

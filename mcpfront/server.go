@@ -27,6 +27,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 // Config tunes the front end. A nil Config is valid.
@@ -75,6 +76,10 @@ type Config struct {
 	RequestStateTTL time.Duration
 	// Metrics registers the front end's counters (nil: none).
 	Metrics prometheus.Registerer
+	// Telemetry traces requests: a span per request, continuing the trace
+	// in params._meta or the HTTP headers (nil: none). Give the producer
+	// the same one, so that jobs carry the trace on to the workers.
+	Telemetry *telemetry.Telemetry
 	// Auth authenticates every request (nil: no authentication; tasks then
 	// have no owner on 2026-07-28 and belong to their session on 2025-11-25).
 	Auth   Authenticator
@@ -276,6 +281,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, req.ID, rerr)
 		return
 	}
+	r, endSpan := s.cfg.Telemetry.TraceRequest(r, req.Method, req.Params)
+	defer endSpan()
 	if isLegacy(r, &req) {
 		s.serveLegacy(w, r, &req)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 // Executor runs jobs durably. Start returns once the job is durably accepted
@@ -48,6 +49,9 @@ type Config struct {
 	// PollInterval suggested to clients. Default 500ms.
 	PollInterval time.Duration
 	Logger       zerolog.Logger
+	// Telemetry counts created and cancelled tasks and traces creation; the
+	// job carries the trace on (nil: none).
+	Telemetry *telemetry.Telemetry
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// AfterRecord, if set, runs after a task's record is written and before
@@ -113,6 +117,9 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if id == "" {
 		id = taskstate.NewID()
 	}
+	tel := p.cfg.Telemetry
+	ctx, end := tel.StartSpan(ctx, "task.create", "mcpq.task.id", id, "gen_ai.tool.name", r.Tool)
+	defer end(nil)
 	t := &taskstate.Task{
 		ID:             id,
 		Kind:           r.Kind,
@@ -126,9 +133,11 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		LastUpdatedAt:  now,
 		TTLMs:          cmp.Or(r.TTL, p.cfg.TTL).Milliseconds(),
 		PollIntervalMs: p.cfg.PollInterval.Milliseconds(),
-		Meta:           r.Meta,
+		Meta:           tel.Inject(ctx, r.Meta), // the job continues this trace
 	}
-	err := p.store.Create(ctx, t)
+	wctx, wend := tel.StartWrite(ctx, id)
+	err := p.store.Create(wctx, t)
+	wend(err)
 	if errors.Is(err, taskstate.ErrExists) && r.ID != "" {
 		return p.store.Get(ctx, id)
 	}
@@ -151,10 +160,15 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		})
 		if ferr != nil {
 			p.cfg.Logger.Error().Err(ferr).Str("task", id).Msg("could not mark unstarted task failed")
+		} else {
+			tel.TaskFinished(ctx, r.Tool, string(taskstate.Failed))
 		}
+		end(err)
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	p.cfg.Logger.Debug().Str("task", id).Str("tool", r.Tool).Str("era", string(r.Era)).Str("mode", string(t.Mode)).Msg("task created")
+	tel.TaskCreated(r.Tool)
+	p.cfg.Logger.Info().Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
+		Str("era", string(r.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status)).Msg("task created")
 	return t, nil
 }
 
@@ -201,7 +215,9 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		// still stops when it next reads the record.
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
 	}
-	p.cfg.Logger.Info().Str("task", id).Str("tool", t.Tool).Msg("task cancelled")
+	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Cancelled))
+	p.cfg.Logger.Info().Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
+		Dur("took", t.LastUpdatedAt.Sub(t.CreatedAt)).Str("status", string(t.Status)).Msg("task cancelled")
 	return t, nil
 }
 

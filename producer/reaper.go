@@ -178,6 +178,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 	}
 	log := p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("worker", lost.Worker).Int("attempt", t.Attempt)
 	if failed {
+		p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
 		log.Msg("worker lost on the last attempt; task failed")
 		return reapFailed, nil
 	}

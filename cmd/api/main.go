@@ -35,9 +35,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynqmon"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
@@ -47,6 +44,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 type config struct {
@@ -92,7 +90,7 @@ func main() {
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
 	c.console.flags(fs)
-	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp and /healthz (env MCPQ_LISTEN)")
+	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz and /metrics (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
 	fs.StringVar(&c.natsSync, "nats-sync", os.Getenv("MCPQ_NATS_SYNC"), "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always } (env MCPQ_NATS_SYNC)")
@@ -283,6 +281,16 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	defer b.Close()
 
+	reg := wiring.NewRegistry()
+	tp, flush, err := c.TracerProvider(ctx, "api")
+	if err != nil {
+		return err
+	}
+	defer wiring.FlushSpans(flush, log)
+	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	tel.WatchQueue(b.Queue)
+	c.worker.Telemetry = tel
+
 	var wg sync.WaitGroup
 	if allInOne {
 		mux := consumer.NewMux()
@@ -310,7 +318,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
-		TTL: c.taskTTL, Logger: log, AfterRecord: faultHook(log),
+		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: faultHook(log),
 	})
 	if c.reapInterval > 0 {
 		wg.Add(1)
@@ -320,6 +328,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 				Interval:     c.reapInterval,
 				PublishGrace: c.publishGrace,
 				MaxAttempts:  c.worker.MaxAttempts,
+				LeaseExpired: tel.LeaseExpired,
 			})
 		}()
 	}
@@ -334,8 +343,6 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if authn != nil {
 		fauth = authn
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
 		Metrics:        reg,
 		StateKey:       []byte(os.Getenv("MCPQ_STATE_KEY")),
@@ -348,11 +355,10 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		MaxActiveTasks: c.maxActiveTasks,
 		Auth:           fauth,
 		Logger:         log,
+		Telemetry:      tel,
 	})
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", front)
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux := wiring.AdminMux(reg, append(b.Checks(), wiring.CatalogCheck(b.Catalog))...) // /healthz, /readyz, /metrics
+	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root
 		// one clients fall back to.

@@ -136,6 +136,15 @@ func check(g graph) []string {
 			}
 		}
 
+		// telemetry is called by every layer, so it sees only the seams.
+		if under(p, "telemetry") {
+			for _, imp := range g[p] {
+				if r, ok := rel(imp); ok && r != "broker" && r != "taskstate" && !under(r, "telemetry") {
+					bad = append(bad, fmt.Sprintf("%s may import from this module only the seams (broker, taskstate), but imports %s", p, imp))
+				}
+			}
+		}
+
 		// Dependency direction between the layers, through any chain.
 		forbidden := map[string][]string{
 			"producer": {"consumer", "mcpfront"},
@@ -170,7 +179,7 @@ func check(g graph) []string {
 		}
 		// The library packages must not reach one through anything either
 		// (e.g. by importing internal/wiring).
-		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "console"} {
+		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "console", "telemetry"} {
 			if p != lib {
 				continue
 			}
@@ -253,7 +262,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "broker/natsbroker", "taskstate/natskv", "internal/wiring"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "broker/natsbroker", "taskstate/natskv", "internal/wiring"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -288,6 +297,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"cmd/api":              {m("internal/wiring"), m("broker/natsbroker")},
 		"integration":          {m("taskstate/natskv")},
 		"examples/demo":        {m("broker/asynqbroker")},
+		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
 	}
 	got := strings.Join(check(g), "\n")
 	for _, want := range []string{
@@ -306,6 +316,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"mcpfront reaches internal/wiring: mcpfront → internal/wiring",
 		"mcpfront reaches taskstate/redisstate: mcpfront → internal/wiring → taskstate/redisstate",
 		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
+		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)

@@ -62,6 +62,7 @@ type Options struct {
 	NATSStorage    string
 	NATSReplicas   int
 	RequireDurable bool
+	OTelExporter   string // none, stdout or otlp: see TracerProvider
 }
 
 // Flags registers the shared flags on fs, defaulting from the environment.
@@ -78,6 +79,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&o.NATSReplicas, "nats-replicas", EnvInt("MCPQ_NATS_REPLICAS", 1), "nats backend: replicas of the job stream and the KV buckets; 3 on a 3-node cluster survives the loss of a node (env MCPQ_NATS_REPLICAS)")
 	fs.BoolVar(&o.RequireDurable, "require-durable", os.Getenv("MCPQ_REQUIRE_DURABLE") == "1", "refuse to start on a backend that loses tasks when it restarts: Redis without appendonly yes (or with an evicting maxmemory-policy), NATS with --nats-storage memory (env MCPQ_REQUIRE_DURABLE=1)")
 	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
+	fs.StringVar(&o.OTelExporter, "otel-exporter", otelExporterDefault(), "where trace spans go: none, stdout, or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318) (env OTEL_TRACES_EXPORTER)")
 }
 
 func envOr(k, def string) string {

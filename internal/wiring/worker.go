@@ -2,8 +2,11 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
 // WorkerOptions are the flags of a worker process.
@@ -20,6 +24,11 @@ type WorkerOptions struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Grace       time.Duration
+	// Admin is where a worker process serves /healthz, /readyz and
+	// /metrics ("": nowhere).
+	Admin string
+	// Telemetry is handed to the workers NewWorker builds (not a flag).
+	Telemetry *telemetry.Telemetry
 }
 
 // Flags registers the worker flags on fs, defaulting from the environment.
@@ -28,6 +37,7 @@ func (w *WorkerOptions) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&w.Lease, "lease", EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
 	fs.DurationVar(&w.Grace, "shutdown-grace", EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
+	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "worker process: address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (env MCPQ_ADMIN)")
 }
 
 // NewWorker builds a consumer.Worker on b.
@@ -38,6 +48,7 @@ func (w *WorkerOptions) NewWorker(b *Backend, log zerolog.Logger) *consumer.Work
 		MaxAttempts:   w.MaxAttempts,
 		ShutdownGrace: w.Grace,
 		Logger:        log,
+		Telemetry:     w.Telemetry,
 	})
 }
 
@@ -71,5 +82,51 @@ func runWorker(ctx context.Context, name string, opts *Options, wo *WorkerOption
 	defer b.Close()
 	mux := consumer.NewMux()
 	register(mux)
-	return wo.NewWorker(b, log).Run(ctx, mux)
+
+	tp, flush, err := opts.TracerProvider(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer FlushSpans(flush, log)
+	reg := NewRegistry()
+	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	wo.Telemetry.WatchQueue(b.Queue)
+	w := wo.NewWorker(b, log)
+	if wo.Admin != "" {
+		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {
+			select {
+			case <-w.Ready():
+				return nil
+			default:
+				return errors.New("not pulling jobs yet")
+			}
+		}}
+		stop, err := serveAdmin(wo.Admin, AdminMux(reg, append(b.Checks(), running)...), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return w.Run(ctx, mux)
+}
+
+// serveAdmin serves h on addr until stop is called.
+func serveAdmin(addr string, h http.Handler, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("wiring: --admin %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info().Str("url", "http://"+ln.Addr().String()).Msg("admin listening (/healthz, /readyz, /metrics)")
+	return func() { _ = srv.Close() }, nil
+}
+
+// FlushSpans sends the spans still buffered, within a bound.
+func FlushSpans(flush func(context.Context) error, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		log.Warn().Err(err).Msg("flushing trace spans")
+	}
 }

@@ -1,0 +1,125 @@
+package wiring
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+)
+
+// otelExporterDefault is --otel-exporter's default: OTEL_TRACES_EXPORTER
+// (the OpenTelemetry convention; "console" means stdout), else none.
+func otelExporterDefault() string {
+	switch v := os.Getenv("OTEL_TRACES_EXPORTER"); v {
+	case "console":
+		return "stdout"
+	case "":
+		return "none"
+	default:
+		return v
+	}
+}
+
+// TracerProvider builds what --otel-exporter asks for: none (a no-op
+// provider: tracing costs nothing), stdout (spans as JSON on standard
+// output) or otlp (OTLP over HTTP; endpoint, headers and TLS from the
+// OTEL_EXPORTER_OTLP_* environment, default http://localhost:4318). The
+// service name is mcpqueue-<service> unless OTEL_SERVICE_NAME says
+// otherwise; sampling follows OTEL_TRACES_SAMPLER (default: always, or as
+// the caller's trace says). shutdown flushes buffered spans.
+func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.TracerProvider, shutdown func(context.Context) error, err error) {
+	var exp sdktrace.SpanExporter
+	switch o.OTelExporter {
+	case "", "none":
+		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
+	case "stdout":
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
+	case "otlp":
+		exp, err = otlptracehttp.New(ctx)
+	default:
+		return nil, nil, fmt.Errorf("wiring: unknown --otel-exporter %q (use none, stdout or otlp)", o.OTelExporter)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("wiring: --otel-exporter %s: %w", o.OTelExporter, err)
+	}
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", "mcpqueue-"+service)),
+		resource.WithFromEnv(), // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES win
+		resource.WithTelemetrySDK(),
+	)
+	if err != nil && res == nil {
+		return nil, nil, fmt.Errorf("wiring: trace resource: %w", err)
+	}
+	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return p, p.Shutdown, nil
+}
+
+// NewRegistry is a Prometheus registry with the Go runtime and process
+// collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// AdminMux serves /healthz (alive), /readyz (every check passes) and
+// /metrics (reg).
+func AdminMux(reg *prometheus.Registry, checks ...telemetry.Check) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", telemetry.Healthz())
+	mux.Handle("/readyz", telemetry.Readyz(3*time.Second, checks...))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// Checks are the readiness checks of the backend: the broker answers (when
+// its queue can tell its depth) and the store answers a read.
+func (b *Backend) Checks() []telemetry.Check {
+	var out []telemetry.Check
+	if d, ok := b.Queue.(broker.Depth); ok {
+		out = append(out, telemetry.Check{Name: "broker", Fn: func(ctx context.Context) error {
+			_, err := d.Depth(ctx)
+			return err
+		}})
+	}
+	out = append(out, telemetry.Check{Name: "store", Fn: func(ctx context.Context) error {
+		// A random id: not found proves the store answered.
+		if _, err := b.Store.Get(ctx, taskstate.NewID()); !errors.Is(err, taskstate.ErrNotFound) {
+			return err
+		}
+		return nil
+	}})
+	return out
+}
+
+// CatalogCheck passes once the catalog lists at least one tool, i.e. some
+// worker has published its tools and tools/call can be served.
+func CatalogCheck(c taskstate.Catalog) telemetry.Check {
+	return telemetry.Check{Name: "catalog", Fn: func(ctx context.Context) error {
+		tools, err := c.Tools(ctx)
+		if err != nil {
+			return err
+		}
+		if len(tools) == 0 {
+			return errors.New("no tools published yet (no worker has started)")
+		}
+		return nil
+	}}
+}

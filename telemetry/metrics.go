@@ -1,0 +1,170 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+)
+
+// metrics are the collectors. Every process registers all of them; each
+// counts what happens in that process (the api creates and cancels tasks,
+// workers run and finish them), so dashboards sum over processes.
+type metrics struct {
+	reg       prometheus.Registerer
+	created   *prometheus.CounterVec
+	finished  *prometheus.CounterVec
+	run       *prometheus.HistogramVec
+	pickup    *prometheus.HistogramVec
+	inputWait *prometheus.HistogramVec
+	redeliver *prometheus.CounterVec
+	expired   *prometheus.CounterVec
+	http      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		reg: reg,
+		created: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_tasks_created_total",
+			Help: "Tasks created (record written and job queued), by tool. Counted by the api.",
+		}, []string{"tool"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_tasks_finished_total",
+			Help: "Tasks that reached a terminal status (completed, failed, cancelled), by tool and status. Counted by the process that wrote the status: workers for completed and failed, the api for cancelled and for jobs that could not be queued.",
+		}, []string{"tool", "status"}),
+		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpq_task_run_seconds",
+			Help:    "Time a handler ran, by tool (one observation per run; input waits included).",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5ms … 22min
+		}, []string{"tool"}),
+		pickup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpq_task_pickup_seconds",
+			Help:    "Time from a task's creation to its first handler start, by tool.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms … 4.4min
+		}, []string{"tool"}),
+		inputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpq_task_input_wait_seconds",
+			Help:    "Time a task spent input_required until the client's answers arrived, by tool.",
+			Buckets: prometheus.ExponentialBuckets(0.1, 4, 9), // 100ms … 1.8h
+		}, []string{"tool"}),
+		redeliver: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_task_redeliveries_total",
+			Help: "Handler starts of a task that had run before (attempt > 1: a lost worker, a lost lease, a failed outcome write), by tool.",
+		}, []string{"tool"}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_task_lease_expiries_total",
+			Help: "Task leases found expired (the worker holding the task was lost), by tool.",
+		}, []string{"tool"}),
+		http: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpq_http_requests_total",
+			Help: "HTTP requests served, by method and status code.",
+		}, []string{"method", "code"}),
+	}
+	reg.MustRegister(m.created, m.finished, m.run, m.pickup, m.inputWait, m.redeliver, m.expired, m.http)
+	return m
+}
+
+// TaskCreated counts a task whose record and job are both durable.
+func (t *Telemetry) TaskCreated(tool string) {
+	if t != nil && t.m != nil {
+		t.m.created.WithLabelValues(tool).Inc()
+	}
+}
+
+// TaskFinished counts a task this process turned terminal (status is
+// completed, failed or cancelled) and tags the current span with it.
+func (t *Telemetry) TaskFinished(ctx context.Context, tool, status string) {
+	if t == nil {
+		return
+	}
+	if t.m != nil {
+		t.m.finished.WithLabelValues(tool, status).Inc()
+	}
+	if t.tracing() {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("mcpq.task.status", status))
+	}
+}
+
+// TaskStarted records a handler start: the pickup latency (queued: since
+// the task was created) on a task's first attempt, a redelivery on later
+// ones.
+func (t *Telemetry) TaskStarted(tool string, attempt int, queued time.Duration) {
+	if t == nil || t.m == nil {
+		return
+	}
+	if attempt > 1 {
+		t.m.redeliver.WithLabelValues(tool).Inc()
+		return
+	}
+	t.m.pickup.WithLabelValues(tool).Observe(queued.Seconds())
+}
+
+// TaskRan records how long one run of a handler took.
+func (t *Telemetry) TaskRan(tool string, took time.Duration) {
+	if t != nil && t.m != nil {
+		t.m.run.WithLabelValues(tool).Observe(took.Seconds())
+	}
+}
+
+// InputWaited records how long a task waited for the client's answers.
+func (t *Telemetry) InputWaited(tool string, waited time.Duration) {
+	if t != nil && t.m != nil {
+		t.m.inputWait.WithLabelValues(tool).Observe(waited.Seconds())
+	}
+}
+
+// LeaseExpired counts a task whose lease ran out without its worker
+// finishing it: the reaper calls it for every task it takes back.
+func (t *Telemetry) LeaseExpired(tool string) {
+	if t != nil && t.m != nil {
+		t.m.expired.WithLabelValues(tool).Inc()
+	}
+}
+
+// InstrumentHTTP counts the requests h serves by method and status code
+// (mcpq_http_requests_total). The wrapper keeps http.Flusher, so SSE
+// responses still stream.
+func (t *Telemetry) InstrumentHTTP(h http.Handler) http.Handler {
+	if t == nil || t.m == nil {
+		return h
+	}
+	return promhttp.InstrumentHandlerCounter(t.m.http, h)
+}
+
+// WatchQueue registers mcpq_queue_depth, read from q on every scrape, when
+// q can tell its depth (broker.Depth); otherwise it does nothing.
+func (t *Telemetry) WatchQueue(q broker.Queue) {
+	d, ok := q.(broker.Depth)
+	if t == nil || t.m == nil || !ok {
+		return
+	}
+	t.m.reg.MustRegister(&depthCollector{d: d, desc: prometheus.NewDesc("mcpq_queue_depth",
+		"Jobs waiting for a worker (queued, not yet handed out), read from the broker on scrape; the same figure on every process of one system.", nil, nil)})
+}
+
+// depthCollector asks the broker for its depth on each scrape.
+type depthCollector struct {
+	d    broker.Depth
+	desc *prometheus.Desc
+}
+
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect leaves the gauge out when the broker does not answer in time: a
+// missing sample is an honest "unknown", and the rest of the scrape stays.
+func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := c.d.Depth(ctx)
+	if err != nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
+}

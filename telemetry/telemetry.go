@@ -1,0 +1,59 @@
+// Package telemetry owns what mcpqueue tells its operators: the Prometheus
+// collectors (tasks created and finished, pickup latency, run time, input
+// wait, redeliveries, lease expiries, queue depth, HTTP requests), the
+// OpenTelemetry spans that follow one task from the api through the queue to
+// the worker and its state writes, and the /healthz and /readyz handlers.
+//
+// A *Telemetry is nil-safe: every method of a nil one does nothing, so the
+// library packages call their hooks unconditionally. It imports only the
+// standard library, Prometheus, the OpenTelemetry API and the broker seam;
+// exporters are chosen by the binaries (internal/wiring).
+package telemetry
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Config says where metrics and spans go. A nil Config is valid: no
+// metrics, no spans.
+type Config struct {
+	// Registerer receives the collectors (nil: no metrics).
+	Registerer prometheus.Registerer
+	// TracerProvider makes the spans (nil or a noop provider: no spans,
+	// and no trace work at all on the hot paths).
+	TracerProvider trace.TracerProvider
+}
+
+// Telemetry is one process's metrics and tracer.
+type Telemetry struct {
+	m      *metrics     // nil: no metrics
+	tracer trace.Tracer // nil: tracing off
+	prop   propagation.TextMapPropagator
+}
+
+// instrumentation names the tracer (the OpenTelemetry scope).
+const instrumentation = "github.com/mcpqueue/mcpqueue"
+
+// New returns the telemetry of one process. Register it once per registry.
+func New(cfg *Config) *Telemetry {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	t := &Telemetry{prop: propagation.TraceContext{}}
+	if c.Registerer != nil {
+		t.m = newMetrics(c.Registerer)
+	}
+	if tp := c.TracerProvider; tp != nil {
+		if _, off := tp.(noop.TracerProvider); !off {
+			t.tracer = tp.Tracer(instrumentation)
+		}
+	}
+	return t
+}
+
+// tracing reports whether spans are being made.
+func (t *Telemetry) tracing() bool { return t != nil && t.tracer != nil }

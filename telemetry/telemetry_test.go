@@ -1,0 +1,207 @@
+package telemetry_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+)
+
+// A nil *Telemetry, and one with a no-op provider, do nothing and change
+// nothing: the hooks are called unconditionally on the hot paths.
+func TestOffIsInert(t *testing.T) {
+	t.Parallel()
+	for name, tel := range map[string]*telemetry.Telemetry{"nil": nil, "noop": telemetry.New(&telemetry.Config{TracerProvider: noop.NewTracerProvider()})} {
+		ctx := context.Background()
+		meta := map[string]json.RawMessage{"traceparent": json.RawMessage(`"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`)}
+		if got, end := tel.StartRequest(ctx, http.Header{}, "tools/call", nil); got != ctx {
+			t.Errorf("%s: StartRequest changed the context", name)
+		} else {
+			end()
+		}
+		if got := tel.Inject(ctx, meta); reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(meta).UnsafePointer() {
+			t.Errorf("%s: Inject changed meta: %v", name, got)
+		}
+		r := httptest.NewRequest(http.MethodPost, "/mcp", nil)
+		if got, end := tel.TraceRequest(r, "tools/call", nil); got != r {
+			t.Errorf("%s: TraceRequest returned another request", name)
+		} else {
+			end()
+		}
+		_, endRun := tel.StartRun(ctx, &broker.Job{TaskID: "t", Tool: "x", Meta: meta}, 1)
+		endRun()
+		_, endWrite := tel.StartWrite(ctx, "t")
+		endWrite(errors.New("x"))
+		tel.TaskCreated("x")
+		tel.TaskFinished(ctx, "x", "completed")
+		tel.TaskStarted("x", 2, time.Second)
+		tel.TaskRan("x", time.Second)
+		tel.InputWaited("x", time.Second)
+		tel.LeaseExpired("x")
+		tel.WatchQueue(nil)
+		h := http.NotFoundHandler()
+		if name == "nil" && tel.InstrumentHTTP(h) == nil {
+			t.Errorf("nil: InstrumentHTTP lost the handler")
+		}
+	}
+}
+
+func TestCounters(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	tel := telemetry.New(&telemetry.Config{Registerer: reg})
+	tel.TaskCreated("a")
+	tel.TaskCreated("a")
+	tel.TaskStarted("a", 1, 250*time.Millisecond) // first run: pickup latency
+	tel.TaskStarted("a", 2, time.Hour)            // a re-run: a redelivery, no pickup
+	tel.TaskRan("a", time.Second)
+	tel.InputWaited("a", 3*time.Second)
+	tel.TaskFinished(context.Background(), "a", "failed")
+	tel.LeaseExpired("a")
+
+	want := `
+# HELP mcpq_task_redeliveries_total Handler starts of a task that had run before (attempt > 1: a lost worker, a lost lease, a failed outcome write), by tool.
+# TYPE mcpq_task_redeliveries_total counter
+mcpq_task_redeliveries_total{tool="a"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpq_task_redeliveries_total"); err != nil {
+		t.Error(err)
+	}
+	for series, n := range map[string]int{
+		"mcpq_tasks_created_total": 1, "mcpq_tasks_finished_total": 1, "mcpq_task_lease_expiries_total": 1,
+		"mcpq_task_pickup_seconds": 1, "mcpq_task_run_seconds": 1, "mcpq_task_input_wait_seconds": 1,
+	} {
+		if got, err := testutil.GatherAndCount(reg, series); err != nil || got != n {
+			t.Errorf("%s: %d series (%v), want %d", series, got, err, n)
+		}
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range []string{`mcpq_tasks_created_total{tool="a"} 2`, `mcpq_task_pickup_seconds_sum{tool="a"} 0.25`, `mcpq_task_pickup_seconds_count{tool="a"} 1`,
+		`mcpq_tasks_finished_total{status="failed",tool="a"} 1`, `mcpq_task_input_wait_seconds_sum{tool="a"} 3`} {
+		if !strings.Contains(rec.Body.String(), line+"\n") {
+			t.Errorf("missing %q in\n%s", line, rec.Body.String())
+		}
+	}
+}
+
+// The HTTP counter keeps http.Flusher (SSE) and counts method and code.
+func TestInstrumentHTTP(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	tel := telemetry.New(&telemetry.Config{Registerer: reg})
+	h := tel.InstrumentHTTP(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if _, ok := w.(http.Flusher); !ok {
+			t.Error("the wrapped ResponseWriter lost http.Flusher")
+		}
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for range 2 {
+		resp, err := http.Post(srv.URL, "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	want := `
+# HELP mcpq_http_requests_total HTTP requests served, by method and status code.
+# TYPE mcpq_http_requests_total counter
+mcpq_http_requests_total{code="418",method="post"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpq_http_requests_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	t.Parallel()
+	ok := telemetry.Check{Name: "store", Fn: func(context.Context) error { return nil }}
+	down := telemetry.Check{Name: "broker", Fn: func(context.Context) error { return errors.New("connection refused") }}
+	slow := telemetry.Check{Name: "catalog", Fn: func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }}
+	for _, tc := range []struct {
+		checks []telemetry.Check
+		code   int
+		body   []string
+	}{
+		{[]telemetry.Check{ok}, 200, []string{"ready"}},
+		{nil, 200, []string{"ready"}},
+		{[]telemetry.Check{ok, down, slow}, 503, []string{"not ready", "broker: connection refused", "catalog: context deadline exceeded"}},
+	} {
+		rec := httptest.NewRecorder()
+		telemetry.Readyz(50*time.Millisecond, tc.checks...).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		if rec.Code != tc.code {
+			t.Errorf("%d checks: HTTP %d, want %d", len(tc.checks), rec.Code, tc.code)
+		}
+		for _, s := range tc.body {
+			if !strings.Contains(rec.Body.String(), s) {
+				t.Errorf("%d checks: body %q lacks %q", len(tc.checks), rec.Body.String(), s)
+			}
+		}
+		if strings.Contains(rec.Body.String(), "store") {
+			t.Errorf("a passing check is listed: %q", rec.Body.String())
+		}
+	}
+}
+
+// Inject replaces whatever trace context meta had with the current span's,
+// without changing the caller's map; StartRun continues it.
+func TestInjectAndContinue(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	tel := telemetry.New(&telemetry.Config{TracerProvider: tp})
+
+	stale := json.RawMessage(`"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`)
+	meta := map[string]json.RawMessage{"progressToken": json.RawMessage(`7`), telemetry.MetaTraceParent: stale, telemetry.MetaTraceState: json.RawMessage(`"x=1"`)}
+	ctx, end := tel.StartSpan(context.Background(), "task.create")
+	job := &broker.Job{TaskID: "T1", Tool: "echo", Meta: tel.Inject(ctx, meta)}
+	end(nil)
+	if string(meta[telemetry.MetaTraceParent]) != string(stale) {
+		t.Fatalf("Inject changed the caller's map")
+	}
+	if string(job.Meta["progressToken"]) != "7" || string(job.Meta[telemetry.MetaTraceParent]) == string(stale) {
+		t.Fatalf("job meta %s", job.Meta)
+	}
+	if _, ok := job.Meta[telemetry.MetaTraceState]; ok {
+		t.Errorf("a stale tracestate survived: %s", job.Meta)
+	}
+	created := trace.SpanContextFromContext(ctx)
+
+	rctx, endRun := tel.StartRun(context.Background(), job, 3)
+	_, endWrite := tel.StartWrite(rctx, "T1")
+	endWrite(taskstate.ErrSkip) // nothing to write is not an error
+	_, endWrite = tel.StartWrite(rctx, "T1")
+	endWrite(taskstate.ErrConflict)
+	endRun()
+
+	got := spans.GetSpans()
+	if len(got) != 4 {
+		t.Fatalf("%d spans, want 4", len(got))
+	}
+	run := got[3]
+	if run.Name != "task.run echo" || run.Parent.SpanID() != created.SpanID() || run.SpanContext.TraceID() != created.TraceID() {
+		t.Errorf("run span %q parent %s trace %s; want the create span %s", run.Name, run.Parent.SpanID(), run.SpanContext.TraceID(), created.SpanID())
+	}
+	if skipped, conflict := got[1], got[2]; skipped.Status.Code != 0 || conflict.Status.Description == "" {
+		t.Errorf("write span statuses: skipped %v, conflict %v; want unset and error", skipped.Status, conflict.Status)
+	}
+}

@@ -344,7 +344,7 @@ func TestListenBadParams(t *testing.T) {
 		{"taskIds not an array", map[string]any{"taskIds": id}, true, -32602, 200, "taskIds must be an array"},
 		{"taskIds of numbers", map[string]any{"taskIds": []int{1}}, true, -32602, 200, "taskIds must be an array"},
 		{"empty task id", map[string]any{"taskIds": []string{""}}, true, -32602, 200, "empty task id"},
-		{"too many task ids", map[string]any{"taskIds": []string{id, "B" + id[1:], "C" + id[1:]}}, true, -32602, 200, "at most 2"},
+		{"too many task ids", map[string]any{"taskIds": []string{id, id + "2", id + "3"}}, true, -32602, 200, "at most 2"},
 		{"without the extension", map[string]any{"taskIds": []string{id}}, false, -32021, 400, "extension"},
 	}
 	for _, c := range cases {

@@ -84,21 +84,8 @@ type listenMsg struct {
 // mcpURL and returns its messages; the channel closes with the stream.
 func listenRaw(t *testing.T, mcpURL, id string) <-chan listenMsg {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "across", "method": "subscriptions/listen", "params": map[string]any{
-		"_meta": map[string]any{
-			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-			"io.modelcontextprotocol/clientCapabilities": map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}},
-		},
-		"notifications": map[string]any{"taskIds": []string{id}},
-	}})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "subscriptions/listen")
+	caps := map[string]any{"extensions": map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}}
+	req := modernPost(t, mcpURL, "across", "subscriptions/listen", map[string]any{"notifications": map[string]any{"taskIds": []string{id}}}, caps)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -123,6 +110,29 @@ func listenRaw(t *testing.T, mcpURL, id string) <-chan listenMsg {
 		}
 	}()
 	return out
+}
+
+// modernPost builds a 2026-07-28 request (no Mcp-Name: for methods without
+// one) declaring the client capabilities caps.
+func modernPost(t *testing.T, mcpURL string, id any, method string, params, caps map[string]any) *http.Request {
+	t.Helper()
+	p := map[string]any{"_meta": map[string]any{
+		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+		"io.modelcontextprotocol/clientCapabilities": caps,
+	}}
+	for k, v := range params {
+		p[k] = v
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": p})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	return req
 }
 
 // waitNotification reads notifications/tasks for id until one satisfies

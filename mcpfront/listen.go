@@ -201,6 +201,11 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 		s.internalError(w, c.req.ID, "watching tasks", err)
 		return
 	}
+	defer func() { // the watches end with ctx; return once they have
+		cancel()
+		for range updates {
+		}
+	}()
 
 	sub := c.req.ID
 	stream := &sseWriter{w: w}
@@ -214,12 +219,13 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 
 	keepalive := time.NewTicker(s.listenKeepalive())
 	defer keepalive.Stop()
+	closing := s.listens.closingCh()
 	last := map[string]string{} // task id → what the client last saw of it
 	for {
 		select {
 		case <-ctx.Done(): // the client went away
 			return
-		case <-s.listens.closingCh():
+		case <-closing:
 			s.endListen(stream, sub)
 			return
 		case <-keepalive.C:

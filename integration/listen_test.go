@@ -45,7 +45,7 @@ func TestListenAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	onBrokers(t, func(t *testing.T, s *system) {
 		s.worker(t, "worker")
-		other, _ := harness.API(t, s.bins, s.be, s.prefix) // replica B; s.mcpURL is A
+		other, bp := harness.API(t, s.bins, s.be, s.prefix) // replica B; s.mcpURL is A
 		b := harness.NewClient(other, true)
 		id := b.StartTask(t, "wait", map[string]any{"ms": 60000})
 		b.WaitStatus(t, id, 20*time.Second, "working")
@@ -70,6 +70,28 @@ func TestListenAcrossReplicas(t *testing.T) {
 		if _, ok := <-events; ok {
 			t.Fatal("A's stream went on after the listen result")
 		}
+
+		// A replica shutting down ends its open streams with the listen
+		// result (the client knows to listen elsewhere), without holding
+		// the shutdown.
+		id = harness.NewClient(s.mcpURL, true).StartTask(t, "wait", map[string]any{"ms": 60000})
+		events = listenRaw(t, other, id)
+		if m := <-events; m.Method != "notifications/subscriptions/acknowledged" {
+			t.Fatalf("first message on B: %+v", m)
+		}
+		waitNotification(t, events, id, func(st, _ string) bool { return st == "working" })
+		stopped := time.Now()
+		if err := bp.Stop(20 * time.Second); err != nil {
+			t.Fatalf("stopping B: %v", err)
+		}
+		m, ok = <-events
+		for ok && m.Method == "notifications/tasks" { // progress written meanwhile
+			m, ok = <-events
+		}
+		if !ok || string(m.ID) != `"across"` || m.Result == nil {
+			t.Fatalf("B shutting down: want its listen result, got %+v (open %v)", m, ok)
+		}
+		t.Logf("B stopped in %s with a stream open", time.Since(stopped).Round(time.Millisecond))
 	})
 }
 

@@ -43,19 +43,7 @@ func authClient(mcpURL, token string) *harness.Client {
 // discover builds a valid 2026-07-28 server/discover request.
 func discover(t *testing.T, mcpURL string) *http.Request {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": map[string]any{"_meta": map[string]any{
-		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
-		"io.modelcontextprotocol/clientCapabilities": map[string]any{},
-	}}})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, mcpURL, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "server/discover")
-	return req
+	return modernPost(t, mcpURL, 1, "server/discover", map[string]any{}, map[string]any{})
 }
 
 func do(t *testing.T, req *http.Request) (*http.Response, []byte) {

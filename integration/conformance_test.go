@@ -19,6 +19,11 @@ var conformanceScenarios = []string{
 	"tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
 	"tasks-request-headers", "tasks-required-task-error", "tasks-mrtr-input",
 	"tasks-mrtr-composition", "tasks-dispatch-and-envelope", "tasks-request-state-removal",
+	// notifications/tasks on subscriptions/listen: a stub that reports SKIPPED
+	// in 0.2.0-alpha.12 (its harness awaits a rewrite); listed so that it runs
+	// once the pinned suite implements it. server-stateless checks the listen
+	// stream itself (acknowledgement first, subscription ids, filter honored).
+	"tasks-status-notifications",
 	// 2026-07-28 core
 	"server-stateless", "tools-list", "dns-rebinding-protection", "http-header-validation",
 	"tools-call-simple-text", "tools-call-image", "tools-call-audio", "tools-call-embedded-resource",

@@ -88,6 +88,8 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		s.tasksUpdate(ctx, w, c)
 	case "tasks/cancel":
 		s.tasksCancel(ctx, w, c)
+	case "subscriptions/listen":
+		s.subscriptionsListen(ctx, w, r, c)
 	default:
 		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+req.Method))
 	}

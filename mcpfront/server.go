@@ -69,6 +69,14 @@ type Config struct {
 	// enqueued. Tasks without an owner (no authentication, 2026-07-28) are
 	// not capped.
 	MaxActiveTasks int
+	// MaxListenTasks bounds the task ids one subscriptions/listen request
+	// subscribes to (default 64; more: -32602), and MaxListenStreams the
+	// listen streams one principal (or remote address, unauthenticated) keeps
+	// open on one replica (default 16; more: -32029). ListenKeepalive is how
+	// often an idle listen stream carries an SSE comment (default 15s).
+	MaxListenTasks   int
+	MaxListenStreams int
+	ListenKeepalive  time.Duration
 	// StateKey signs MRTR requestState tokens. Replicas behind one load
 	// balancer must share it; when empty a random per-process key is used.
 	StateKey []byte
@@ -103,6 +111,7 @@ type Server struct {
 	sessions taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
 	requests *prometheus.CounterVec
 	rates    *rateLimits // nil: no rate limit
+	listens  listenState // open subscriptions/listen streams
 }
 
 // count records one request by wire era and method.

@@ -394,6 +394,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return fmt.Errorf("listen %s: %w", c.listen, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
 	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api listening")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -17,6 +17,12 @@
 //   elicit           call confirm_delete {filename}; the onInputRequest handler
 //                    accepts with {confirm:true}; the task must complete with
 //                    "Deleted <filename>" after exactly one input request.
+//   listen           call a task tool (default wait {ms:1500}), open
+//                    client.listen({taskIds:[id]}) (subscriptions/listen) and
+//                    settle; the client must receive notifications/tasks for
+//                    the task, ending with completed and a result containing
+//                    EXPECT, and the server must then end the subscription
+//                    gracefully.
 //
 // Run it from integration/node (ESM resolves the packages from there). On
 // success the last stdout line is {"ok":true,...}; on failure it prints
@@ -35,7 +41,7 @@ const clientInfo = { name: "mcpqueue-it-ext-tasks", version: "0.0.1" };
 const clientCapabilities = { elicitation: {}, sampling: {}, roots: {} };
 
 const [urlArg, scenario, toolArg, argsArg, expectArg] = process.argv.slice(2);
-const SCENARIOS = ["list-and-settle", "cancel", "elicit"];
+const SCENARIOS = ["list-and-settle", "cancel", "elicit", "listen"];
 if (!urlArg || !SCENARIOS.includes(scenario)) {
   console.error(`usage: node ext-tasks.mjs URL {${SCENARIOS.join("|")}} [TOOL [ARGS_JSON [EXPECT]]]`);
   process.exit(2);
@@ -95,6 +101,7 @@ async function rawDispatch(request, options = {}) {
     });
   } catch (e) {
     entry.transportError = String(e?.message ?? e);
+    entry.aborted = options.signal?.aborted === true;
     throw new DispatchError(`POST ${request.method} failed: ${e.message}`, true, { cause: e });
   }
   entry.status = res.status;
@@ -128,6 +135,8 @@ async function rawDispatch(request, options = {}) {
 // Every exchange must have been a clean 200 with a JSON-RPC answer carrying our id.
 function checkWire() {
   for (const w of wire) {
+    // A notification that ends the task makes the session abort its poll in flight.
+    if (scenario === "listen" && w.method === "tasks/get" && w.aborted) continue;
     check(!w.transportError, `${w.method} ${w.id}: transport error ${w.transportError}`);
     check(w.status === 200, `${w.method} ${w.id}: HTTP ${w.status} (${JSON.stringify(w.error ?? w.body)})`);
     check(w.idMismatch === undefined, `${w.method} ${w.id}: response id ${JSON.stringify(w.idMismatch)}`);
@@ -143,8 +152,10 @@ const inputCalls = []; // onInputRequest invocations
 let inputFailure; // first check that failed inside onInputRequest (ext-tasks would otherwise wrap it)
 let inputAnswer = () => { throw new Error("no input request expected in this scenario"); };
 
+// subscriptions/listen is sent by the Client itself with its own capabilities:
+// for task notifications they must declare the tasks extension.
 const client = new Client(clientInfo, {
-  capabilities: clientCapabilities,
+  capabilities: scenario === "listen" ? { ...clientCapabilities, extensions: { [TASKS_EXT]: {} } } : clientCapabilities,
   versionNegotiation: { mode: { pin: PROTOCOL_VERSION } },
 });
 let session;
@@ -303,6 +314,49 @@ async function elicitScenario() {
     inputKeys: inputCalls.map((c) => c.inputId) };
 }
 
+const SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId";
+const notifications = []; // every notification the client received outside a request
+
+async function listenScenario() {
+  const tool = toolArg ?? process.env.MCPQ_TOOL ?? "wait";
+  const args = JSON.parse(argsArg ?? process.env.MCPQ_ARGS ?? JSON.stringify({ ms: 1500 }));
+  const expect = expectArg ?? process.env.MCPQ_EXPECT ?? (tool === "wait" ? `waited ${args.ms} ms` : "");
+  check(expect !== "", "no expected result text (MCPQ_EXPECT)");
+
+  const execution = await session.callTool(tool, args, { task: { preference: "require" } });
+  check(execution.kind === "task", `tools/call ${tool} was answered inline (kind ${execution.kind}), not as a task`);
+  const taskId = execution.handle.taskId;
+
+  // The official Client's own subscriptions/listen: resolves on the acknowledgement.
+  const subscription = await client.listen({ taskIds: [taskId] });
+  const { outcome } = await settle(execution);
+  check(outcome.status === "completed", `task ${taskId} ended ${describeOutcome(outcome)}, want completed`);
+
+  // The server ends the subscription once its only task has ended.
+  const closed = await Promise.race([subscription.closed, new Promise((r) => setTimeout(() => r("still open"), 20000))]);
+  check(closed === "graceful", `subscription closed ${closed}, want graceful (the server's listen result)`);
+
+  const mine = notifications.filter((n) => n.method === "notifications/tasks");
+  check(mine.length > 0, `no notifications/tasks received (notifications: ${JSON.stringify(notifications.map((n) => n.method))})`);
+  const subIds = new Set(mine.map((n) => JSON.stringify(n.params?._meta?.[SUBSCRIPTION_ID])));
+  check(subIds.size === 1 && !subIds.has(undefined), `notifications carry subscription ids ${[...subIds].join(",")}`);
+  for (const n of mine) check(n.params?.taskId === taskId, `notification for task ${n.params?.taskId}, want ${taskId}`);
+  const pushed = mine.map((n) => n.params.status);
+  const terminal = ["completed", "failed", "cancelled"];
+  check(pushed.filter((st) => terminal.includes(st)).length === 1 && terminal.includes(pushed.at(-1)),
+    `pushed statuses ${pushed.join(",")}: want exactly one terminal status, last`);
+  const final = mine.at(-1).params;
+  check(final.status === "completed", `last notification ${final.status}, want completed`);
+  const text = textOf(final.result);
+  check(text.includes(expect), `notified result text ${JSON.stringify(text)} does not contain ${JSON.stringify(expect)}`);
+  await subscription.close(); // idempotent after a graceful end
+  // Whether the ext-tasks session settled from the pushed terminal state
+  // (no tasks/get ever answered completed) or from its own polling.
+  const settledFromNotification = !sent("tasks/get", taskId).some((w) => w.taskStatus === "completed");
+  return { tool, taskId, status: final.status, statuses: pushed, text, notifications: mine.length, settledFromNotification,
+    abortedPolls: sent("tasks/get", taskId).filter((w) => w.aborted).length };
+}
+
 try {
   await client.connect(new StreamableHTTPClientTransport(url)); // server/discover probe
   check(client.getProtocolEra() === "modern", `protocol era ${client.getProtocolEra()}, want modern`);
@@ -311,6 +365,7 @@ try {
   check(ext && typeof ext === "object" && Object.keys(ext).length === 0,
     `server/discover capabilities.extensions[${TASKS_EXT}] is ${JSON.stringify(ext)}, want {}`);
 
+  client.fallbackNotificationHandler = async (n) => { notifications.push(n); }; // ext-tasks chains to it
   session = createTaskSessionFromClient(client, {
     endpointId: `mcpqueue:${url.href}`,
     rawDispatch,
@@ -329,7 +384,7 @@ try {
   check(session.capabilities.execution && session.capabilities.cancellation && session.capabilities.inputResponses,
     `ext-tasks did not enable v2 tasks: ${JSON.stringify(session.capabilities)}`);
 
-  const run = { "list-and-settle": listAndSettle, cancel: cancelScenario, elicit: elicitScenario }[scenario];
+  const run = { "list-and-settle": listAndSettle, cancel: cancelScenario, elicit: elicitScenario, listen: listenScenario }[scenario];
   const summary = await run();
   checkWire();
   await session.close();

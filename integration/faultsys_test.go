@@ -372,3 +372,35 @@ func mustServe(t *testing.T, c *harness.Client, recs map[string]*taskstate.Task,
 		}
 	}
 }
+
+// The tally counts what it claims: a second logged outcome, a worker
+// outcome on a cancelled task and an unlogged writer each count as a
+// duplicate; a record left working counts as lost.
+func TestFaultTallyCounts(t *testing.T) {
+	t.Parallel()
+	logs := strings.Join([]string{
+		`{"task":"A","attempt":1,"message":"task running"}`,
+		`{"task":"A","attempt":1,"status":"completed","message":"task finished"}`,
+		`{"task":"B","attempt":1,"status":"completed","message":"task finished"}`,
+		`{"task":"B","attempt":2,"status":"completed","message":"task finished"}`,
+		`{"task":"C","attempt":1,"status":"completed","message":"task finished"}`,
+		`{"task":"D","attempt":1,"status":"completed","message":"task finished"}`,
+	}, "\n")
+	p := harness.Start(t, "fake-worker", "/bin/sh", nil, "-c", "printf '%s\\n' \"$0\"", logs)
+	harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "printf still running" })
+	rec := func(s taskstate.Status, result string) *taskstate.Task {
+		return &taskstate.Task{Status: s, Result: json.RawMessage(result)}
+	}
+	s := &faultSystem{workers: []*harness.Proc{p}}
+	n := s.tallyRecords(map[string]*taskstate.Task{
+		"A": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 1)"}`), // one write: fine
+		"B": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 2)"}`), // two logged writes
+		"C": rec(taskstate.Cancelled, ``),                                    // worker outcome + cancel
+		"D": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 3)"}`), // attempt 3 wrote unlogged
+		"E": rec(taskstate.Working, ``),                                      // lost
+	})
+	want := tally{created: 5, completed: 3, cancelled: 1, lost: 1, duplicated: 3, executions: 1}
+	if n != want {
+		t.Fatalf("tally %+v, want %+v", n, want)
+	}
+}

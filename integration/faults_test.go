@@ -120,6 +120,7 @@ func TestFaultBrokerRestart(t *testing.T) {
 				restart(t)
 				t.Logf("broker killed and restarted (%d)", i)
 			}
+			ranBefore := runsPerWorker(s.workers)
 			acked := f.wait(t, 5*time.Minute)
 
 			// The api and the workers reconnected on their own: tasks created
@@ -138,11 +139,34 @@ func TestFaultBrokerRestart(t *testing.T) {
 			mustHold(t, recs, append(acked, after...))
 			mustAllComplete(t, recs)
 			mustServe(t, c, recs, append(acked, after...))
+			// Every worker took jobs again after the last restart.
+			for i, n := range runsPerWorker(s.workers) {
+				if n == ranBefore[i] {
+					t.Errorf("%s ran no task after the broker came back", s.workers[i].Name)
+				}
+			}
 			_, refused := f.counts()
 			t.Logf("%d calls acknowledged, %d refused during the outage", len(acked), refused)
 			s.tallyRecords(recs).report(t)
 		})
 	}
+}
+
+// runsPerWorker counts each worker's "task running" lines.
+func runsPerWorker(workers []*harness.Proc) []int {
+	var out []int
+	for _, w := range workers {
+		n := 0
+		for _, ls := range lines([]*harness.Proc{w}) {
+			for _, l := range ls {
+				if l.Message == "task running" {
+					n++
+				}
+			}
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // Case 3: three nats-server processes in a cluster on loopback, streams and

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
 )
 
 // Config names the stream and subjects. A nil Config is valid.
@@ -33,9 +34,14 @@ type Config struct {
 	BusPrefix string
 	// Duplicates is the dedupe window for task ids. Default 10m.
 	Duplicates time.Duration
-	// Replicas for the stream (clustered NATS). Default 1.
+	// Replicas for the stream: 3 on a 3-node cluster keeps every
+	// acknowledged job through the loss of one node. Default 1. An existing
+	// stream is updated to this count.
 	Replicas int
-	// Memory keeps the stream in memory instead of files (tests only).
+	// Memory keeps the stream in memory instead of files: a NATS restart
+	// loses every queued job. JetStream cannot change the storage type of
+	// an existing stream, so NewQueue refuses one that differs
+	// (*jsdurable.StorageMismatchError).
 	Memory bool
 }
 
@@ -77,9 +83,9 @@ var _ broker.Queue = (*Queue)(nil)
 // NewQueue creates (or updates) the job stream.
 func NewQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Queue, error) {
 	c := cfg.withDefaults()
-	storage := jetstream.FileStorage
-	if c.Memory {
-		storage = jetstream.MemoryStorage
+	storage := jsdurable.Storage(c.Memory)
+	if err := jsdurable.CheckStorage(ctx, js, c.Stream, storage); err != nil {
+		return nil, fmt.Errorf("natsbroker: %w", err)
 	}
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        c.Stream,
@@ -91,7 +97,7 @@ func NewQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Queue,
 		Duplicates:  c.Duplicates,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("natsbroker: stream %s: %w", c.Stream, err)
+		return nil, fmt.Errorf("natsbroker: stream %s: %w", c.Stream, jsdurable.ExplainReplicas(err, c.Replicas))
 	}
 	return &Queue{js: js, stream: st, cfg: c}, nil
 }

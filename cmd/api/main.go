@@ -54,6 +54,7 @@ type config struct {
 	listen           string
 	natsListen       string
 	dataDir          string
+	natsSync         string
 	syncTimeout      time.Duration
 	taskTTL          time.Duration
 	allowedHosts     string
@@ -85,6 +86,7 @@ func main() {
 	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp and /healthz (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
+	fs.StringVar(&c.natsSync, "nats-sync", os.Getenv("MCPQ_NATS_SYNC"), "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always } (env MCPQ_NATS_SYNC)")
 	fs.DurationVar(&c.syncTimeout, "sync-timeout", wiring.EnvDuration("MCPQ_SYNC_TIMEOUT", 2*time.Minute), "how long a call from a client without task support waits for its result (env MCPQ_SYNC_TIMEOUT)")
 	fs.DurationVar(&c.taskTTL, "task-ttl", wiring.EnvDuration("MCPQ_TASK_TTL", time.Hour), "how long a finished task is kept (env MCPQ_TASK_TTL)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", os.Getenv("MCPQ_ALLOWED_HOSTS"), "comma-separated Host names accepted besides loopback (env MCPQ_ALLOWED_HOSTS)")
@@ -231,8 +233,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return err
 	}
 	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
+	if c.natsSync != "" && !allInOne {
+		return errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
+	}
 	if allInOne {
-		ns, url, err := wiring.EmbeddedNATS(c.dataDir, c.natsListen, log)
+		ns, url, err := wiring.EmbeddedNATS(c.dataDir, c.natsListen, c.natsSync, log)
 		if err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,7 +28,10 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 		_ = rdb.Close()
 		return nil, fmt.Errorf("wiring: connect Redis %s: %w", o.RedisURL, err)
 	}
-	checkRedisDurability(ctx, rdb, log)
+	if err := checkRedisDurability(ctx, rdb, log, o.RequireDurable); err != nil {
+		_ = rdb.Close()
+		return nil, err
+	}
 
 	acfg, err := o.asynqConfig()
 	if err != nil {
@@ -117,20 +121,37 @@ func (o *Options) AsynqConnOpt() (asynq.RedisConnOpt, error) {
 }
 
 // checkRedisDurability warns loudly about settings under which Redis loses
-// tasks: an eviction policy that may drop keys, or no persistence at all.
-func checkRedisDurability(ctx context.Context, rdb *redis.Client, log zerolog.Logger) {
+// tasks: an eviction policy that may drop keys, or no append-only file. With
+// require (--require-durable) it returns an error instead, also when it
+// cannot read the settings (a managed Redis that disables CONFIG).
+func checkRedisDurability(ctx context.Context, rdb *redis.Client, log zerolog.Logger, require bool) error {
 	get := func(key string) string {
 		v, err := rdb.ConfigGet(ctx, key).Result()
 		if err != nil {
 			return "?"
 		}
-		return v[key]
+		if s, ok := v[key]; ok {
+			return s
+		}
+		return "?"
 	}
-	if p := get("maxmemory-policy"); p != "noeviction" && p != "?" {
-		log.Warn().Str("maxmemory-policy", p).
+	policy, aof, save, fsync := get("maxmemory-policy"), get("appendonly"), strings.TrimSpace(get("save")), get("appendfsync")
+	if require {
+		switch {
+		case policy == "?" || aof == "?":
+			return errors.New("wiring: --require-durable: cannot read Redis's appendonly and maxmemory-policy (CONFIG GET refused); make sure Redis runs with appendonly yes and maxmemory-policy noeviction, then start without --require-durable")
+		case aof != "yes":
+			return fmt.Errorf("wiring: --require-durable: Redis has appendonly %s, so a Redis restart loses the tasks and jobs written since the last RDB snapshot (or all of them); set appendonly yes (and appendfsync everysec or always) in redis.conf, or CONFIG SET appendonly yes", aof)
+		case policy != "noeviction":
+			return fmt.Errorf("wiring: --require-durable: Redis has maxmemory-policy %s, so under memory pressure it deletes task records and queued jobs; set maxmemory-policy noeviction", policy)
+		}
+		log.Info().Str("appendfsync", fsync).Msg("Redis durability: appendonly yes, maxmemory-policy noeviction")
+		return nil
+	}
+	if policy != "noeviction" && policy != "?" {
+		log.Warn().Str("maxmemory-policy", policy).
 			Msg("REDIS MAY EVICT TASKS: maxmemory-policy is not noeviction; under memory pressure Redis deletes task records and queued jobs. Set maxmemory-policy noeviction.")
 	}
-	aof, save := get("appendonly"), strings.TrimSpace(get("save"))
 	if aof == "no" && save == "" {
 		log.Warn().
 			Msg("REDIS KEEPS NOTHING ON DISK: appendonly is off and RDB snapshots are disabled; a Redis restart loses every task and job. Enable appendonly yes (appendfsync everysec or always).")
@@ -138,4 +159,5 @@ func checkRedisDurability(ctx context.Context, rdb *redis.Client, log zerolog.Lo
 		log.Warn().Str("save", save).
 			Msg("Redis persists only by RDB snapshots: a crash loses the tasks written since the last snapshot. Enable appendonly yes for durable tasks.")
 	}
+	return nil
 }

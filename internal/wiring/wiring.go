@@ -54,6 +54,14 @@ type Options struct {
 	Prefix                       string // names streams, buckets and subjects, so systems can share a server
 	LogLevel                     string
 	LogJSON                      bool
+
+	// Durability (README "Durability"). NATSStorage is "file" or "memory"
+	// for the job stream and the KV buckets; NATSReplicas their replica
+	// count; RequireDurable refuses to start on a backend that loses tasks
+	// on a restart.
+	NATSStorage    string
+	NATSReplicas   int
+	RequireDurable bool
 }
 
 // Flags registers the shared flags on fs, defaulting from the environment.
@@ -66,6 +74,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "nats backend: NATS server URL (env NATS_URL)")
 	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
 	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
+	fs.StringVar(&o.NATSStorage, "nats-storage", envOr("MCPQ_NATS_STORAGE", "file"), "nats backend: storage of the job stream and the KV buckets: file, or memory (a NATS restart loses every task) (env MCPQ_NATS_STORAGE)")
+	fs.IntVar(&o.NATSReplicas, "nats-replicas", EnvInt("MCPQ_NATS_REPLICAS", 1), "nats backend: replicas of the job stream and the KV buckets; 3 on a 3-node cluster survives the loss of a node (env MCPQ_NATS_REPLICAS)")
+	fs.BoolVar(&o.RequireDurable, "require-durable", os.Getenv("MCPQ_REQUIRE_DURABLE") == "1", "refuse to start on a backend that loses tasks when it restarts: Redis without appendonly yes (or with an evicting maxmemory-policy), NATS with --nats-storage memory (env MCPQ_REQUIRE_DURABLE=1)")
 	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
 }
 
@@ -121,6 +132,10 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	if o.NATSURL == "" {
 		return nil, errors.New("wiring: no NATS URL (use --nats or NATS_URL)")
 	}
+	memory, err := o.natsDurability()
+	if err != nil {
+		return nil, err
+	}
 	nc, err := nats.Connect(o.NATSURL,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -142,16 +157,19 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 		b.Close()
 		return nil, err
 	}
-	q, err := natsbroker.NewQueue(ctx, js, o.brokerConfig())
+	bcfg := o.brokerConfig()
+	bcfg.Memory, bcfg.Replicas = memory, o.NATSReplicas
+	q, err := natsbroker.NewQueue(ctx, js, bcfg)
 	if err != nil {
 		b.Close()
-		return nil, err
+		return nil, storageHint(err)
 	}
-	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: o.Prefix + "_tasks", ToolBucket: o.Prefix + "_tools"})
+	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: o.Prefix + "_tasks", ToolBucket: o.Prefix + "_tools", Memory: memory, Replicas: o.NATSReplicas})
 	if err != nil {
 		b.Close()
-		return nil, err
+		return nil, storageHint(err)
 	}
+	log.Info().Str("storage", o.NATSStorage).Int("replicas", o.NATSReplicas).Msg("NATS job stream and buckets ready")
 	b.close = append(b.close, func() { _ = st.Close() })
 	b.Queue, b.Bus, b.Store, b.Catalog = q, natsbroker.NewBus(nc, o.brokerConfig()), st, st
 	return b, nil
@@ -177,8 +195,9 @@ func toUpperStream(p string) string {
 
 // EmbeddedNATS starts a NATS server with JetStream and file storage under
 // dataDir, listening for clients on listen (host:port) so separate workers can
-// join. It returns the server and its client URL.
-func EmbeddedNATS(dataDir, listen string, log zerolog.Logger) (*server.Server, string, error) {
+// join. sync is the JetStream sync policy (ParseSync: "", "always" or a
+// duration). It returns the server and its client URL.
+func EmbeddedNATS(dataDir, listen, sync string, log zerolog.Logger) (*server.Server, string, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, "", fmt.Errorf("wiring: --nats-listen %q: %w", listen, err)
@@ -187,17 +206,24 @@ func EmbeddedNATS(dataDir, listen string, log zerolog.Logger) (*server.Server, s
 	if err != nil {
 		return nil, "", fmt.Errorf("wiring: --nats-listen %q: bad port", listen)
 	}
+	interval, always, err := ParseSync(sync)
+	if err != nil {
+		return nil, "", err
+	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("wiring: data dir: %w", err)
 	}
-	ns, err := server.NewServer(&server.Options{
-		ServerName: "mcpqueue-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   filepath.Join(dataDir, "jetstream"),
-		NoSigs:     true,
-	})
+	opts := &server.Options{
+		ServerName:   "mcpqueue-embedded",
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     filepath.Join(dataDir, "jetstream"),
+		NoSigs:       true,
+		SyncInterval: interval, // 0: the server's default
+		SyncAlways:   always,
+	}
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("wiring: embedded NATS: %w", err)
 	}
@@ -206,6 +232,16 @@ func EmbeddedNATS(dataDir, listen string, log zerolog.Logger) (*server.Server, s
 		ns.Shutdown()
 		return nil, "", fmt.Errorf("wiring: embedded NATS did not start on %s", listen)
 	}
-	log.Info().Str("url", ns.ClientURL()).Str("store", filepath.Join(dataDir, "jetstream")).Msg("embedded NATS running (JetStream, file storage)")
+	// NewServer filled in the default interval.
+	log.Info().Str("url", ns.ClientURL()).Str("store", opts.StoreDir).Str("sync", syncName(opts)).
+		Str("guarantee", syncPromise(opts.SyncInterval, opts.SyncAlways)).
+		Msg("embedded NATS running (JetStream, file storage)")
 	return ns, ns.ClientURL(), nil
+}
+
+func syncName(o *server.Options) string {
+	if o.SyncAlways {
+		return "always"
+	}
+	return o.SyncInterval.String()
 }

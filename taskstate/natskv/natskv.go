@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -33,9 +34,13 @@ type Config struct {
 	SessionBucket string
 	// SessionTTL is a session's lifetime. Default 24h.
 	SessionTTL time.Duration
-	// Replicas for both buckets (clustered NATS). Default 1.
+	// Replicas of every bucket: 3 on a 3-node cluster keeps every
+	// acknowledged write through the loss of one node. Default 1. Existing
+	// buckets are updated to this count.
 	Replicas int
-	// Memory stores the buckets in memory instead of files (tests only).
+	// Memory stores the buckets in memory instead of files: a NATS restart
+	// loses every record. JetStream cannot change the storage type of an
+	// existing bucket, so New refuses one that differs.
 	Memory bool
 }
 
@@ -90,63 +95,55 @@ var (
 	_ taskstate.Sessions = (*Store)(nil)
 )
 
-// New creates (or updates) the buckets and returns the store.
+// New creates (or updates) the buckets and returns the store. It refuses
+// buckets that exist with another storage type than cfg asks for
+// (*jsdurable.StorageMismatchError): JetStream cannot change it.
 func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, error) {
 	c := cfg.withDefaults()
-	storage := jetstream.FileStorage
-	if c.Memory {
-		storage = jetstream.MemoryStorage
+	storage := jsdurable.Storage(c.Memory)
+	s := &Store{js: js, cfg: c, subj: "$KV." + c.TaskBucket + ".", closed: make(chan struct{})}
+	buckets := []struct {
+		kv   *jetstream.KeyValue
+		what string
+		cfg  jetstream.KeyValueConfig
+	}{
+		// No TTL (MaxAge) on the task bucket: only a terminal record
+		// carries a per-message TTL (Update), so an active record never
+		// expires, however old it is.
+		{&s.tasks, "task", jetstream.KeyValueConfig{
+			Bucket:         c.TaskBucket,
+			Description:    "mcpqueue task records",
+			LimitMarkerTTL: time.Minute, // enables per-message TTL on terminal records
+		}},
+		{&s.tools, "tool", jetstream.KeyValueConfig{
+			Bucket:         c.ToolBucket,
+			Description:    "mcpqueue tool catalog (refreshed by live workers)",
+			TTL:            c.ToolTTL,
+			LimitMarkerTTL: time.Minute, // expiries reach watchers as delete markers
+		}},
+		{&s.owners, "owner", jetstream.KeyValueConfig{ // entries expire with their terminal record
+			Bucket:         c.OwnerBucket,
+			Description:    "mcpqueue tasks by owner (tasks/list)",
+			LimitMarkerTTL: time.Minute,
+		}},
+		{&s.sessions, "session", jetstream.KeyValueConfig{
+			Bucket:      c.SessionBucket,
+			Description: "mcpqueue 2025-11-25 sessions",
+			TTL:         c.SessionTTL,
+		}},
 	}
-	tasks, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         c.TaskBucket,
-		Description:    "mcpqueue task records",
-		History:        1,
-		Storage:        storage,
-		Replicas:       c.Replicas,
-		LimitMarkerTTL: time.Minute, // enables per-message TTL on terminal records
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: task bucket %q: %w", c.TaskBucket, err)
+	for _, b := range buckets {
+		b.cfg.History, b.cfg.Storage, b.cfg.Replicas = 1, storage, c.Replicas
+		if err := jsdurable.CheckStorage(ctx, js, "KV_"+b.cfg.Bucket, storage); err != nil {
+			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, err)
+		}
+		kv, err := js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, jsdurable.ExplainReplicas(err, c.Replicas))
+		}
+		*b.kv = kv
 	}
-	tools, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         c.ToolBucket,
-		Description:    "mcpqueue tool catalog (refreshed by live workers)",
-		History:        1,
-		TTL:            c.ToolTTL,
-		Storage:        storage,
-		Replicas:       c.Replicas,
-		LimitMarkerTTL: time.Minute, // expiries reach watchers as delete markers
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: tool bucket %q: %w", c.ToolBucket, err)
-	}
-	owners, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         c.OwnerBucket,
-		Description:    "mcpqueue tasks by owner (tasks/list)",
-		History:        1,
-		Storage:        storage,
-		Replicas:       c.Replicas,
-		LimitMarkerTTL: time.Minute,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: owner bucket %q: %w", c.OwnerBucket, err)
-	}
-	sessions, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      c.SessionBucket,
-		Description: "mcpqueue 2025-11-25 sessions",
-		History:     1,
-		TTL:         c.SessionTTL,
-		Storage:     storage,
-		Replicas:    c.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("natskv: session bucket %q: %w", c.SessionBucket, err)
-	}
-	return &Store{
-		js: js, tasks: tasks, tools: tools, owners: owners, sessions: sessions, cfg: c,
-		subj:   "$KV." + c.TaskBucket + ".",
-		closed: make(chan struct{}),
-	}, nil
+	return s, nil
 }
 
 // Close stops the store's watchers.

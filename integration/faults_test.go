@@ -137,7 +137,8 @@ func TestFaultBrokerRestart(t *testing.T) {
 			after = append(after, startTasks(t, c, 4, 10)...)
 			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
 			mustHold(t, recs, append(acked, after...))
-			mustAllComplete(t, recs)
+			mustComplete(t, recs, append(acked, after...))
+			mustEndTerminal(t, recs)
 			mustServe(t, c, recs, append(acked, after...))
 			// Every worker took jobs again after the last restart.
 			for i, n := range runsPerWorker(s.workers) {
@@ -207,7 +208,8 @@ func TestFaultCluster(t *testing.T) {
 	after := startTasks(t, c, 5, 10) // the service continues on two nodes
 	recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
 	mustHold(t, recs, append(acked, after...))
-	mustAllComplete(t, recs)
+	mustComplete(t, recs, append(acked, after...))
+	mustEndTerminal(t, recs)
 	mustServe(t, c, recs, append(acked, after...))
 	_, refused := f.counts()
 	t.Logf("%d calls acknowledged, %d refused around the node's death", len(acked), refused)

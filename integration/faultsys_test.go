@@ -8,9 +8,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,7 +85,7 @@ func faultBackend(t *testing.T, broker string) harness.Backend {
 func (s *faultSystem) startAPI(t *testing.T, name string, env ...string) (string, *harness.Proc) {
 	t.Helper()
 	all := append(append(append([]string{}, s.env...), s.apiEnv...), env...)
-	url, p := harness.APIEnv(t, s.bins, s.be, s.prefix, name, all)
+	url, p := harness.APILogged(t, s.bins, s.be, s.prefix, name, s.logDir, all)
 	s.apis = append(s.apis, p)
 	if s.mcpURL == "" {
 		s.mcpURL = url
@@ -334,9 +336,17 @@ func (n tally) report(t *testing.T) {
 // that are not.
 func mustAllComplete(t *testing.T, recs map[string]*taskstate.Task) {
 	t.Helper()
+	mustComplete(t, recs, slices.Collect(maps.Keys(recs)))
+}
+
+// mustComplete fails unless each of ids has a completed record. Records of
+// calls the client got an error for may end failed (the api could not
+// queue the job): the client was told, nothing is lost.
+func mustComplete(t *testing.T, recs map[string]*taskstate.Task, ids []string) {
+	t.Helper()
 	var bad []string
-	for id, r := range recs {
-		if r.Status != taskstate.Completed {
+	for _, id := range ids {
+		if r := recs[id]; r != nil && r.Status != taskstate.Completed {
 			bad = append(bad, fmt.Sprintf("%s %s %q", id, r.Status, r.StatusMessage))
 		}
 	}
@@ -402,5 +412,19 @@ func TestFaultTallyCounts(t *testing.T) {
 	want := tally{created: 5, completed: 3, cancelled: 1, lost: 1, duplicated: 3, executions: 1}
 	if n != want {
 		t.Fatalf("tally %+v, want %+v", n, want)
+	}
+}
+
+// mustEndTerminal fails unless every record ended; it logs the records of
+// refused calls that ended otherwise than completed.
+func mustEndTerminal(t *testing.T, recs map[string]*taskstate.Task) {
+	t.Helper()
+	for id, r := range recs {
+		switch {
+		case !r.Status.Terminal():
+			t.Errorf("task %s is still %s", id, r.Status)
+		case r.Status != taskstate.Completed:
+			t.Logf("task %s (its call was refused) ended %s: %q", id, r.Status, r.StatusMessage)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -36,6 +37,10 @@ type callState struct {
 	args    json.RawMessage
 	meta    map[string]json.RawMessage
 
+	// lost ends the handler when a write finds that another run took the
+	// task over (set once the run holds the lease).
+	lost func(error)
+
 	mu      sync.Mutex
 	rec     *taskstate.Task // the newest version of the record this run has seen
 	mode    taskstate.Mode
@@ -44,14 +49,31 @@ type callState struct {
 	pending map[string]InputRequest    // sync/gather: requests this run could not answer
 }
 
+// ErrFenced is the cause a handler's context ends with when another run
+// took its task over: this worker's lease lapsed (it was paused, cut off,
+// or too slow to renew) and the task was handed to someone else. The run's
+// writes are refused from then on and its job is left to the broker.
+var ErrFenced = errors.New("consumer: lease lost: another run took the task over")
+
 // mutate writes the record starting from the newest version this run has
-// seen (see taskstate.MutateFrom) and remembers what it wrote.
+// seen (see taskstate.MutateFrom) and remembers what it wrote. Once the run
+// holds the task (attempt set), every write is fenced on the attempt: the
+// record must still carry this run's attempt number, which only a newer
+// run's take changes, or the write is refused with ErrFenced.
 func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) error) (*taskstate.Task, error) {
 	c.mu.Lock()
 	known := c.rec
 	c.mu.Unlock()
-	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, decide)
+	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
+		if c.attempt > 0 && t.Attempt != c.attempt {
+			return ErrFenced
+		}
+		return decide(t)
+	})
 	c.saw(t)
+	if errors.Is(err, ErrFenced) && c.lost != nil {
+		c.lost(ErrFenced)
+	}
 	return t, err
 }
 

@@ -110,6 +110,7 @@ var (
 	ErrShutdown      = errors.New("consumer: worker shutting down")
 	errTimeout       = errors.New("consumer: tool timed out")
 	errExhausted     = errors.New("consumer: attempts exhausted")
+	errLeaseHeld     = errors.New("consumer: another worker holds the task's lease")
 )
 
 // Run publishes mux's tools, pulls jobs with Concurrency slots and runs them
@@ -216,10 +217,16 @@ func (w *Worker) heartbeat(ctx context.Context, mux *Mux) {
 	}
 }
 
-func (w *Worker) register(id string, cancel context.CancelCauseFunc) {
+// register notes that this worker runs task id; false if it already does
+// (a duplicate job: a requeue racing the original delivery).
+func (w *Worker) register(id string, cancel context.CancelCauseFunc) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, dup := w.running[id]; dup {
+		return false
+	}
 	w.running[id] = cancel
-	w.mu.Unlock()
+	return true
 }
 
 func (w *Worker) unregister(id string) {
@@ -250,7 +257,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	defer cancel(nil)
 	// Register before reading the record: a cancel either is already on the
 	// record or reaches this entry through the broadcast.
-	w.register(job.TaskID, cancel)
+	if !w.register(job.TaskID, cancel) {
+		log.Debug().Msg("task already running here (duplicate job); retrying it after a lease")
+		_ = d.Retry(io, w.cfg.Lease)
+		return
+	}
 	defer w.unregister(job.TaskID)
 
 	rec, err := w.store.Get(io, job.TaskID)
@@ -292,8 +303,18 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	}
 
-	// Take the task: count the attempt and hold the lease, both on the record.
+	// Take the task: count the attempt and hold the lease, both on the
+	// record, unless another worker's lease is still live there: then this
+	// is a duplicate job (a requeue, or a redelivery racing the holder's
+	// renewal) and it comes back once that lease would have lapsed. Each
+	// take bumps the attempt, and the attempt fences every later write, so
+	// of two runs only the newest can write.
+	var held *taskstate.Lease
 	rec, err = cs.mutate(io, func(t *taskstate.Task) error {
+		if l := t.Lease; l != nil && l.Worker != w.cfg.ID && l.Expires.After(w.cfg.Now()) {
+			held = l
+			return errLeaseHeld
+		}
 		if t.Attempt >= w.cfg.MaxAttempts {
 			return errExhausted
 		}
@@ -306,6 +327,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
 		w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 		_ = d.Term(io, msg)
+		return
+	case errors.Is(err, errLeaseHeld):
+		wait := held.Expires.Sub(w.cfg.Now()) + w.cfg.Lease/10
+		log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
+		_ = d.Retry(io, wait)
 		return
 	case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
 		_ = d.Ack(io)
@@ -325,6 +351,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	defer stop()
 
 	cs.attempt = rec.Attempt
+	cs.lost = func(cause error) { cancel(cause) }
 	keeper := w.keepLease(io, hctx, d, cs, log)
 	started := w.cfg.Now()
 	log.Info().Msg("task running")
@@ -350,6 +377,13 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		log.Info().Dur("took", took).Msg("task cancelled while running")
 		_ = d.Ack(io)
 		return
+	case errors.Is(cause, ErrFenced):
+		// The job may be the one the new holder runs (a redelivery): it is
+		// not this run's to settle. Left alone, the broker hands it out
+		// again after the lease, and that delivery finds the task held or
+		// finished.
+		log.Warn().Dur("took", took).Msg("lease lost to another run; outcome discarded, job left to the broker")
+		return
 	case errors.Is(cause, errTimeout):
 		herr = &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
 		res = nil
@@ -369,13 +403,25 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			rpcErr = toRPCError(herr)
 		}
 	}
-	if !w.finish(io, log.With().Dur("took", took).Logger(), cs, result, rpcErr) {
+	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, result, rpcErr) {
+	case finishRetry:
 		_ = d.Retry(io, backoff(d.Attempt()))
-		return
+	case finishFenced:
+		// As above: another run owns the task and maybe this very job.
+	default:
+		cs.endNotifications(io)
+		_ = d.Ack(io)
 	}
-	cs.endNotifications(io)
-	_ = d.Ack(io)
 }
+
+// What finish did with an outcome, and so what becomes of the job.
+type finishResult int
+
+const (
+	finishDone   finishResult = iota // written, or the task had ended already: ack
+	finishRetry                      // the write failed: run the job again
+	finishFenced                     // another run holds the task: leave the job
+)
 
 // call runs the handler, turning a panic into a failure.
 func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.RawMessage, err error) {
@@ -388,9 +434,9 @@ func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.Ra
 	return e.run(ctx, cs)
 }
 
-// finish writes the outcome unless the task already ended (a cancel won).
-// It reports false when the write failed and the job should run again.
-func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, result json.RawMessage, rpcErr *taskstate.RPCError) bool {
+// finish writes the outcome unless the task already ended (a cancel won)
+// or another run took it over.
+func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, result json.RawMessage, rpcErr *taskstate.RPCError) finishResult {
 	t, err := cs.mutate(ctx, func(t *taskstate.Task) error {
 		if t.Status.Terminal() {
 			return taskstate.ErrSkip
@@ -408,18 +454,21 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, 
 		return nil
 	})
 	switch {
+	case errors.Is(err, ErrFenced):
+		log.Warn().Int("holder_attempt", t.Attempt).Msg("another run took the task over; outcome discarded")
+		return finishFenced
 	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
 		log.Info().Str("status", string(t.Status)).Msg("task already ended; outcome discarded")
-		return true
+		return finishDone
 	case errors.Is(err, taskstate.ErrNotFound):
 		log.Warn().Msg("task record vanished before its outcome was written")
-		return true
+		return finishDone
 	case err != nil:
 		log.Error().Err(err).Msg("writing outcome failed")
-		return false
+		return finishRetry
 	}
 	log.Info().Str("status", string(t.Status)).Msg("task finished")
-	return true
+	return finishDone
 }
 
 // keepLease renews the broker lease every Lease/3 and the record's lease
@@ -442,12 +491,22 @@ func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *call
 				if err := d.Extend(io); err != nil {
 					log.Warn().Err(err).Msg("lease extension failed")
 				}
-				_, err := cs.mutate(io, func(t *taskstate.Task) error {
+				t, err := cs.mutate(io, func(t *taskstate.Task) error {
 					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
 					return nil
 				})
-				if errors.Is(err, taskstate.ErrInvalidChange) {
-					return // terminal: the cancel broadcast stops the handler
+				switch {
+				case errors.Is(err, ErrFenced):
+					return // mutate ended the handler
+				case errors.Is(err, taskstate.ErrInvalidChange) && t.Status == taskstate.Cancelled:
+					// Cancelled, and the broadcast did not reach this
+					// worker (or not yet): the record says so all the same.
+					cs.lost(ErrTaskCancelled)
+					return
+				case errors.Is(err, taskstate.ErrInvalidChange):
+					return
+				case err != nil:
+					log.Warn().Err(err).Msg("lease renewal on the record failed")
 				}
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -23,6 +25,10 @@ type env struct {
 	bus   broker.Bus
 	store *natskv.Store
 	prod  *producer.Producer
+
+	js      jetstream.JetStream
+	stream  string     // the job stream
+	deafBus broker.Bus // a bus producer broadcasts do not reach
 }
 
 func newEnv(t *testing.T) *env {
@@ -42,30 +48,20 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	bus := natsbroker.NewBus(nc, cfg)
-	return &env{queue: q, bus: bus, store: st, prod: producer.New(st, producer.QueueExecutor{Queue: q, Bus: bus}, nil)}
+	return &env{
+		queue: q, bus: bus, store: st, prod: producer.New(st, producer.QueueExecutor{Queue: q, Bus: bus}, nil),
+		js: js, stream: cfg.Stream, deafBus: natsbroker.NewBus(nc, &natsbroker.Config{BusPrefix: name + ".deaf"}),
+	}
 }
 
-// run starts a worker for mux and returns a stop function that cancels it and
-// waits for Run to return.
+// run starts a worker for mux on the producer's bus (see worker).
 func (e *env) run(t *testing.T, mux *consumer.Mux, cfg *consumer.Config) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := consumer.New(e.queue, e.store, e.store, e.bus, cfg)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, mux) }()
-	stopped := false
-	stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+	var c consumer.Config
+	if cfg != nil {
+		c = *cfg
 	}
-	t.Cleanup(stop)
-	return stop
+	return e.worker(t, mux, e.bus, c)
 }
 
 func (e *env) create(t *testing.T, tool string, args any) string {

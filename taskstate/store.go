@@ -27,6 +27,18 @@ type Store interface {
 	// next page ("" when there is none). Tasks without an owner are never
 	// listed. A malformed cursor is ErrBadCursor.
 	List(ctx context.Context, owner, cursor string, limit int) ([]*Task, string, error)
+	// Scan calls fn with stored records, across all owners, until fn
+	// returns false or every record was visited. With active set it visits
+	// every non-terminal record and may skip terminal ones; without, it
+	// visits every record. Records are read as the scan goes, not as one
+	// snapshot: a record written meanwhile may be seen in either version
+	// or not at all. Its cost grows with the records stored, so it is for
+	// the reaper and operators, never for a request path.
+	Scan(ctx context.Context, active bool, fn func(*Task) bool) error
+	// Delete removes a terminal record before its TTL ends (an operator's
+	// purge). It refuses an active record with ErrInvalidChange and a
+	// missing one with ErrNotFound.
+	Delete(ctx context.Context, id string) error
 }
 
 // Sessions keeps 2025-11-25 protocol sessions, so any api replica can serve

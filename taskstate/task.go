@@ -110,12 +110,26 @@ type Task struct {
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 	Attempt        int                        `json:"attempt,omitempty"`
 	Lease          *Lease                     `json:"lease,omitempty"`
+	// Requeues counts how often the reaper put the task's job back on the
+	// queue (its worker was lost, or its job never reached the queue). The
+	// n-th requeue publishes with dedupe key JobKey.
+	Requeues int `json:"requeues,omitempty"`
 	// Meta carries request context the worker may need (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
 
 	// Revision is the store's version of this record; it is not serialized.
 	// Update succeeds only if it still matches the stored revision.
 	Revision uint64 `json:"-"`
+}
+
+// JobKey is the dedupe key of the task's newest job: the task id for the
+// job the producer published, id/r<n> for the reaper's n-th requeue, so a
+// requeue is never mistaken for a job the broker already saw.
+func (t *Task) JobKey() string {
+	if t.Requeues == 0 {
+		return t.ID
+	}
+	return fmt.Sprintf("%s/r%d", t.ID, t.Requeues)
 }
 
 // TTL returns the retention to apply once the task is terminal (0 = forever).

@@ -1,0 +1,102 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// scanBatch is how many keys one SCAN step asks for.
+const scanBatch = 500
+
+// scanReadScript reads the records among KEYS: {key, JSON, revision, …}.
+// With ARGV[1] = "1" it skips records with a TTL: only terminal records
+// have one, so active scans read no terminal record at all.
+const scanReadScript = `
+local out = {}
+for _, k in ipairs(KEYS) do
+  if ARGV[1] ~= '1' or redis.call('PTTL', k) == -1 then
+    local v = redis.call('HMGET', k, 'v', 'r')
+    if v[1] and v[2] then
+      out[#out+1] = k
+      out[#out+1] = v[1]
+      out[#out+1] = v[2]
+    end
+  end
+end
+return out`
+
+var scanRead = redis.NewScript(scanReadScript)
+
+// Scan implements taskstate.Store with SCAN over the record keys, reading
+// each batch in one script call.
+func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
+	flag := "0"
+	if active {
+		flag = "1"
+	}
+	match := s.cfg.Prefix + "task:*"
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, match, scanBatch).Result()
+		if err != nil {
+			return fmt.Errorf("redisstate: scan: %w", err)
+		}
+		if len(keys) > 0 {
+			vals, err := scanRead.Run(ctx, s.rdb, keys, flag).Slice()
+			if err != nil {
+				return fmt.Errorf("redisstate: scan: %w", err)
+			}
+			for i := 0; i+2 < len(vals); i += 3 {
+				v, _ := vals[i+1].(string)
+				r, _ := vals[i+2].(string)
+				rev, err := strconv.ParseUint(r, 10, 64)
+				if err != nil {
+					continue
+				}
+				t, err := taskstate.Decode([]byte(v), rev)
+				if err != nil || active && t.Status.Terminal() {
+					continue
+				}
+				if !fn(t) {
+					return nil
+				}
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// deleteScript: KEYS[1] record; ARGV[1] expected revision. Returns 1 if it
+// deleted the record, 0 if the revision moved (or the record is gone).
+var deleteScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'r') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`)
+
+// Delete implements taskstate.Store. The owner index entry goes when List
+// next finds the record gone.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	t, err := s.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !t.Status.Terminal() {
+		return fmt.Errorf("%w: %s is %s, not terminal", taskstate.ErrInvalidChange, id, t.Status)
+	}
+	n, err := deleteScript.Run(ctx, s.rdb, []string{s.taskKey(id)}, strconv.FormatUint(t.Revision, 10)).Int()
+	if err != nil {
+		return fmt.Errorf("redisstate: delete %s: %w", id, err)
+	}
+	if n == 0 {
+		return taskstate.ErrConflict
+	}
+	return nil
+}

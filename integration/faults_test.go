@@ -100,9 +100,11 @@ func TestFaultBrokerRestart(t *testing.T) {
 			s := newFaultSystem(t, be, "2s")
 			s.logDir = logDir
 			s.startAPI(t, "api")
-			for range pick(2, 4) {
+			nw := pick(2, 4)
+			for range nw {
 				s.startWorker(t, "--concurrency", "4")
 			}
+			slots := nw * 4
 			c := harness.NewClient(s.mcpURL, true)
 			n, ms := pick(40, 500), pick(300, 1000)
 			f := feed(c, n, ms, pick(50*time.Millisecond, 20*time.Millisecond))
@@ -134,7 +136,11 @@ func TestFaultBrokerRestart(t *testing.T) {
 				after = append(after, id)
 				return true, ""
 			})
-			after = append(after, startTasks(t, c, 4, 10)...)
+			// Twice as many 8 s tasks as there are slots: one worker alone
+			// would leave half of them queued for 8 s, longer than any worker
+			// that is consuming again takes to ask for jobs (its pull
+			// requests last 5 s), so each worker must run some.
+			after = append(after, startTasks(t, c, 2*slots, 8000)...)
 			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
 			mustHold(t, recs, append(acked, after...))
 			mustComplete(t, recs, append(acked, after...))

@@ -46,6 +46,17 @@ type Queue interface {
 	Consumer(ctx context.Context, opts ConsumerOptions) (Consumer, error)
 }
 
+// Holder is implemented by queues that can tell whether they still hold a
+// task's job: waiting, scheduled for a retry, or handed out and not yet
+// settled. The reaper asks before it republishes a job that no worker seems
+// to have taken, so a long backlog is not flooded with copies.
+type Holder interface {
+	// Holds reports whether a job of the task with the given dedupe key
+	// (see Job.DedupeKey) is still in the queue. tool routes the lookup
+	// for queues that keep tools apart.
+	Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error)
+}
+
 // ConsumerOptions tunes a worker's subscription. Zero values are defaults.
 type ConsumerOptions struct {
 	// Lease is how long a delivery stays with one worker without Extend before

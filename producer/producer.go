@@ -50,6 +50,9 @@ type Config struct {
 	Logger       zerolog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// AfterRecord, if set, runs after a task's record is written and before
+	// its job is published: a fault-injection point for tests of that gap.
+	AfterRecord func(*taskstate.Task)
 }
 
 // Producer creates and cancels tasks.
@@ -132,6 +135,9 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if err != nil {
 		return nil, fmt.Errorf("producer: create record: %w", err)
 	}
+	if p.cfg.AfterRecord != nil {
+		p.cfg.AfterRecord(t)
+	}
 	if err := p.exec.Start(ctx, JobFor(t)); err != nil {
 		p.cfg.Logger.Error().Err(err).Str("task", id).Str("tool", r.Tool).Msg("job start failed; marking task failed")
 		// The caller's ctx may be what failed; the failure must still be recorded.
@@ -152,9 +158,23 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	return t, nil
 }
 
-// JobFor is the job that runs t. The sweeper uses it to re-publish.
+// JobFor is the job that runs t; after a requeue it carries the requeue's
+// dedupe key (Task.JobKey).
 func JobFor(t *taskstate.Task) *broker.Job {
-	return &broker.Job{TaskID: t.ID, Kind: t.Kind, Tool: t.Tool, Arguments: t.Arguments, Owner: t.Owner, Meta: t.Meta}
+	j := &broker.Job{TaskID: t.ID, Kind: t.Kind, Tool: t.Tool, Arguments: t.Arguments, Owner: t.Owner, Meta: t.Meta}
+	if t.Requeues > 0 {
+		j.Dedupe = t.JobKey()
+	}
+	return j
+}
+
+// Holds implements Holder when the queue is a broker.Holder.
+func (e QueueExecutor) Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error) {
+	h, ok := e.Queue.(broker.Holder)
+	if !ok {
+		return true, fmt.Errorf("producer: %T cannot tell whether it holds a job", e.Queue)
+	}
+	return h.Holds(ctx, tool, taskID, dedupe)
 }
 
 // Cancel marks the task cancelled (terminal and sticky) and then tells the

@@ -166,16 +166,20 @@ func (c *Config) withDefaults() Config {
 
 // Queue is the Asynq implementation of broker.Queue.
 type Queue struct {
-	rdb    redis.UniversalClient
-	client *asynq.Client
-	cfg    Config
+	rdb       redis.UniversalClient
+	client    *asynq.Client
+	inspector *asynq.Inspector
+	cfg       Config
 
 	mu        sync.Mutex
 	closed    bool
 	consumers map[*consumer]struct{}
 }
 
-var _ broker.Queue = (*Queue)(nil)
+var (
+	_ broker.Queue  = (*Queue)(nil)
+	_ broker.Holder = (*Queue)(nil)
+)
 
 // NewQueue returns a queue on rdb. It does not talk to Redis until used; the
 // caller keeps ownership of rdb (Close does not close it).
@@ -183,6 +187,7 @@ func NewQueue(rdb redis.UniversalClient, cfg *Config) *Queue {
 	return &Queue{
 		rdb:       rdb,
 		client:    asynq.NewClientFromRedisClient(rdb),
+		inspector: asynq.NewInspectorFromRedisClient(rdb),
 		cfg:       cfg.withDefaults(),
 		consumers: map[*consumer]struct{}{},
 	}
@@ -227,6 +232,24 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil
+}
+
+// Holds implements broker.Holder with the inspector: a job is held while
+// Asynq has it pending, scheduled, retrying or active; completed (kept for
+// the dedupe window) and archived jobs are not.
+func (q *Queue) Holds(ctx context.Context, tool, _, dedupe string) (bool, error) {
+	info, err := q.inspector.GetTaskInfo(q.queueFor(tool), dedupe)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("asynqbroker: holds %s: %w", dedupe, err)
+	}
+	switch info.State {
+	case asynq.TaskStateCompleted, asynq.TaskStateArchived:
+		return false, nil
+	}
+	return true, nil
 }
 
 // queueFor is the queue a tool's jobs go to.

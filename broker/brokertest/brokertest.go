@@ -80,6 +80,7 @@ func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *
 		{"NextContext", s.nextContext},
 		{"CancelledNextLosesNothing", s.cancelledNextLosesNothing},
 		{"ConcurrentConsumers", s.concurrentConsumers},
+		{"Holder", s.holder},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

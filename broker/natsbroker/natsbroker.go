@@ -111,10 +111,33 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("natsbroker: enqueue: %w", err)
 	}
-	if _, err := q.js.Publish(ctx, q.cfg.Subject+"."+subjectToken(job.Tool), b, jetstream.WithMsgID(job.DedupeKey())); err != nil {
+	if _, err := q.js.Publish(ctx, q.jobSubject(job.Tool, job.TaskID), b, jetstream.WithMsgID(job.DedupeKey())); err != nil {
 		return fmt.Errorf("natsbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil
+}
+
+var _ broker.Holder = (*Queue)(nil)
+
+// jobSubject is where a task's jobs go: <Subject>.<tool>.<task id>. One
+// subject per task lets Holds find a job without reading the queue, and
+// operators filter by tool with <Subject>.<tool>.>.
+func (q *Queue) jobSubject(tool, taskID string) string {
+	return q.cfg.Subject + "." + subjectToken(tool) + "." + taskID
+}
+
+// Holds implements broker.Holder: a work-queue stream keeps a job until it
+// is acked, so any message on the task's subject is a job still held
+// (waiting or handed out). Requeues share the subject, so dedupe is moot.
+func (q *Queue) Holds(ctx context.Context, tool, taskID, _ string) (bool, error) {
+	_, err := q.stream.GetLastMsgForSubject(ctx, q.jobSubject(tool, taskID))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("natsbroker: holds %s: %w", taskID, err)
+	}
+	return true, nil
 }
 
 // Consumer creates (or updates) the shared durable pull consumer.

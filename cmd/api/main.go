@@ -46,6 +46,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/wiring"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 type config struct {
@@ -76,6 +77,9 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
+
+	reapInterval time.Duration
+	publishGrace time.Duration
 }
 
 func main() {
@@ -106,6 +110,8 @@ func main() {
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
 	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
+	fs.DurationVar(&c.reapInterval, "reap-interval", wiring.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs; 0: no reaper (env MCPQ_REAP_INTERVAL)")
+	fs.DurationVar(&c.publishGrace, "publish-grace", wiring.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")
@@ -225,6 +231,26 @@ func (c *config) publicBase() (string, error) {
 	return "", nil
 }
 
+// faultHook returns the fault to inject between writing a task's record and
+// publishing its job, named by MCPQ_FAULT, for the fault suite:
+// "kill-after-record" SIGKILLs this process there. Unset: none.
+func faultHook(log zerolog.Logger) func(*taskstate.Task) {
+	switch f := os.Getenv("MCPQ_FAULT"); f {
+	case "":
+		return nil
+	case "kill-after-record":
+		log.Warn().Str("fault", f).Msg("fault injection on: the first task record written kills this process before its job is published")
+		return func(t *taskstate.Task) {
+			log.Warn().Str("task", t.ID).Msg("fault: killing the api between record and publish")
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	default:
+		log.Error().Str("fault", f).Msg("unknown MCPQ_FAULT; no fault injected")
+		return nil
+	}
+}
+
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Settings first: a server that must not start fails before it
 	// touches NATS or Redis.
@@ -278,7 +304,20 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		}
 	}
 
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{TTL: c.taskTTL, Logger: log})
+	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
+		TTL: c.taskTTL, Logger: log, AfterRecord: faultHook(log),
+	})
+	if c.reapInterval > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prod.Reap(ctx, &producer.ReaperConfig{
+				Interval:     c.reapInterval,
+				PublishGrace: c.publishGrace,
+				MaxAttempts:  c.worker.MaxAttempts,
+			})
+		}()
+	}
 	hosts := wiring.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)

@@ -1,0 +1,221 @@
+package producer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// ReaperConfig tunes Reap. A nil ReaperConfig is valid.
+type ReaperConfig struct {
+	// Interval between passes. Default 5s.
+	Interval time.Duration
+	// PublishGrace is how long a task may sit with no worker holding it
+	// before the reaper asks the queue whether it still holds the job, and
+	// republishes it if not (the api died between writing the record and
+	// publishing, or a job was lost). Default 30s.
+	PublishGrace time.Duration
+	// LeaseSlack is how long past its expiry a worker's lease must be
+	// before the reaper calls the worker lost: room for clock skew between
+	// hosts. Default 1s.
+	LeaseSlack time.Duration
+	// MaxAttempts: a task whose worker is lost on this attempt is failed
+	// instead of requeued. Use the workers' --max-attempts. Default 3.
+	MaxAttempts int
+	// LeaseExpired, if set, is told of every lapsed lease the reaper acts
+	// on (a metrics hook).
+	LeaseExpired func(tool string)
+}
+
+func (c *ReaperConfig) withDefaults() ReaperConfig {
+	var out ReaperConfig
+	if c != nil {
+		out = *c
+	}
+	if out.Interval <= 0 {
+		out.Interval = 5 * time.Second
+	}
+	if out.PublishGrace <= 0 {
+		out.PublishGrace = 30 * time.Second
+	}
+	if out.LeaseSlack <= 0 {
+		out.LeaseSlack = time.Second
+	}
+	if out.MaxAttempts <= 0 {
+		out.MaxAttempts = 3
+	}
+	return out
+}
+
+// Holder is an Executor that can tell whether it still holds a task's job
+// (see broker.Holder). Without it the reaper cannot tell a lost job from a
+// waiting one, and republishes only tasks whose worker was lost.
+type Holder interface {
+	Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error)
+}
+
+// ReapStats counts what one pass saw and did.
+type ReapStats struct {
+	Active   int // non-terminal records scanned
+	Requeued int // jobs republished: lapsed lease, or lost before any worker took it
+	Failed   int // tasks failed: their worker was lost on the last attempt
+}
+
+// Reap runs a pass every Interval until ctx ends. Every api replica may run
+// one: each action is a compare-and-set on the record, so two reapers never
+// both act on the same state of a task, and a republished job that races
+// another is held off by the live lease of whichever run took it first.
+func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
+	c := cfg.withDefaults()
+	tick := time.NewTicker(c.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st, err := p.ReapOnce(ctx, &c)
+		if err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Warn().Err(err).Msg("reaper pass failed")
+		}
+		if st.Requeued+st.Failed > 0 {
+			p.cfg.Logger.Info().Int("active", st.Active).Int("requeued", st.Requeued).Int("failed", st.Failed).Msg("reaper pass")
+		}
+	}
+}
+
+// errNothingToDo tells Mutate that the task no longer needs the reaper.
+var errNothingToDo = errors.New("producer: task needs no reaping")
+
+// ReapOnce scans the active tasks once. A task whose worker's lease lapsed
+// is requeued (its lease cleared, Requeues bumped, its job published under
+// a fresh dedupe key) or, on its last attempt, failed with a statusMessage
+// that says so. A task no worker has held for PublishGrace is republished
+// if the queue no longer holds its job.
+func (p *Producer) ReapOnce(ctx context.Context, cfg *ReaperConfig) (ReapStats, error) {
+	c := cfg.withDefaults()
+	var st ReapStats
+	var firstErr error
+	note := func(err error) {
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	err := p.store.Scan(ctx, true, func(t *taskstate.Task) bool {
+		st.Active++
+		now := p.cfg.Now()
+		switch {
+		case t.Lease != nil && now.After(t.Lease.Expires.Add(c.LeaseSlack)):
+			did, err := p.reapLapsed(ctx, &c, t)
+			note(err)
+			switch did {
+			case reapFailed:
+				st.Failed++
+			case reapRequeued:
+				st.Requeued++
+			}
+		case t.Lease == nil && now.Sub(t.LastUpdatedAt) > c.PublishGrace:
+			done, err := p.republishLost(ctx, t)
+			note(err)
+			if done {
+				st.Requeued++
+			}
+		}
+		return ctx.Err() == nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("producer: reap: %w", err)
+	}
+	return st, firstErr
+}
+
+// What reapLapsed did.
+type reapAction int
+
+const (
+	reapNothing  reapAction = iota // the task moved on meanwhile
+	reapRequeued                   // lease cleared, job republished
+	reapFailed                     // last attempt: task failed
+)
+
+// reapLapsed acts on a lapsed lease.
+func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskstate.Task) (reapAction, error) {
+	lost := *seen.Lease
+	failed := false
+	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+		// Act only on the state this pass judged: the same run's lease,
+		// still lapsed. A renewal or a new take in between wins.
+		if t.Status.Terminal() || t.Attempt != seen.Attempt || t.Lease == nil || !t.Lease.Expires.Equal(lost.Expires) {
+			return errNothingToDo
+		}
+		t.Lease = nil
+		if t.Attempt >= c.MaxAttempts {
+			failed = true
+			msg := fmt.Sprintf("gave up after %d attempts: worker %s stopped renewing its lease (expired %s)",
+				t.Attempt, lost.Worker, lost.Expires.UTC().Format(time.RFC3339))
+			t.Status = taskstate.Failed
+			t.StatusMessage = msg
+			t.Error = &taskstate.RPCError{Code: -32603, Message: msg}
+			t.InputRequests = nil
+			return nil
+		}
+		failed = false
+		t.Requeues++
+		return nil
+	})
+	if movedOn(err) {
+		return reapNothing, nil
+	}
+	if err != nil {
+		return reapNothing, err
+	}
+	if c.LeaseExpired != nil {
+		c.LeaseExpired(t.Tool)
+	}
+	log := p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("worker", lost.Worker).Int("attempt", t.Attempt)
+	if failed {
+		log.Msg("worker lost on the last attempt; task failed")
+		return reapFailed, nil
+	}
+	log.Int("requeues", t.Requeues).Msg("worker lost; job requeued")
+	return reapRequeued, p.exec.Start(ctx, JobFor(t))
+}
+
+// movedOn: the task changed under the reaper (or ended, or went), so there
+// is nothing left for it to do.
+func movedOn(err error) bool {
+	return errors.Is(err, errNothingToDo) || errors.Is(err, taskstate.ErrInvalidChange) || errors.Is(err, taskstate.ErrNotFound)
+}
+
+// republishLost republishes the job of a task no worker holds if the queue
+// no longer holds it either. It reports whether it published.
+func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (bool, error) {
+	h, ok := p.exec.(Holder)
+	if !ok {
+		return false, nil
+	}
+	held, err := h.Holds(ctx, seen.Tool, seen.ID, seen.JobKey())
+	if err != nil || held {
+		return false, err
+	}
+	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+		if t.Lease != nil || t.Revision != seen.Revision {
+			return errNothingToDo // a worker took it, or another reaper acted
+		}
+		t.Requeues++
+		return nil
+	})
+	if movedOn(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Int("requeues", t.Requeues).
+		Dur("idle", p.cfg.Now().Sub(seen.LastUpdatedAt)).Msg("no worker took the task and the queue lost its job; republished")
+	return true, p.exec.Start(ctx, JobFor(t))
+}

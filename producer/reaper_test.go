@@ -1,0 +1,205 @@
+package producer_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
+	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
+)
+
+// reapEnv is a real queue and store of one backend, a producer on them and
+// a consumer to see what the reaper published.
+type reapEnv struct {
+	store taskstate.Store
+	queue broker.Queue
+	prod  *producer.Producer
+	cons  broker.Consumer
+}
+
+func reapBackends(t *testing.T, run func(t *testing.T, e *reapEnv)) {
+	t.Run("nats", func(t *testing.T) {
+		t.Parallel()
+		srv := natstest.Start(t)
+		_, js := srv.Connect(t)
+		name := natstest.Name(t)
+		q, err := natsbroker.NewQueue(t.Context(), js, &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", Memory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		run(t, newReapEnv(t, st, q))
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		c := redistest.Client(t)
+		name := redistest.Name(t)
+		redistest.DeleteKeys(t, c, name+":")
+		redistest.DeleteKeys(t, c, "asynq:{"+name+"}")
+		q := asynqbroker.NewQueue(c, &asynqbroker.Config{Queue: name, PollInterval: 20 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
+		t.Cleanup(func() { _ = q.Close(); _ = c.SRem(context.Background(), "asynq:queues", name).Err() })
+		st := redisstate.New(c, &redisstate.Config{Prefix: name + ":"})
+		t.Cleanup(func() { _ = st.Close() })
+		run(t, newReapEnv(t, st, q))
+	})
+}
+
+func newReapEnv(t *testing.T, st taskstate.Store, q broker.Queue) *reapEnv {
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Lease: 5 * time.Second, Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &reapEnv{store: st, queue: q, cons: cons, prod: producer.New(st, producer.QueueExecutor{Queue: q}, nil)}
+}
+
+// record writes a task record straight to the store, as an api that died
+// before publishing would leave it; adjust shapes it first.
+func (e *reapEnv) record(t *testing.T, adjust func(*taskstate.Task)) *taskstate.Task {
+	t.Helper()
+	now := time.Now().UTC()
+	tk := &taskstate.Task{ID: taskstate.NewID(), Tool: "echo", Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
+		Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60_000}
+	if adjust != nil {
+		adjust(tk)
+	}
+	if err := e.store.Create(t.Context(), tk); err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+// delivered returns the next job a worker would get, acked.
+func (e *reapEnv) delivered(t *testing.T) *broker.Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	d, err := e.cons.Next(ctx)
+	if err != nil {
+		t.Fatalf("no job reached the queue: %v", err)
+	}
+	_ = d.Ack(ctx)
+	return d.Job()
+}
+
+func (e *reapEnv) reap(t *testing.T, cfg *producer.ReaperConfig) producer.ReapStats {
+	t.Helper()
+	st, err := e.prod.ReapOnce(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("ReapOnce: %v", err)
+	}
+	return st
+}
+
+// The api died between the record and the publish: once PublishGrace has
+// passed, the reaper finds the queue holds no job and republishes it, once.
+func TestReapRepublishesLostJob(t *testing.T) {
+	t.Parallel()
+	reapBackends(t, func(t *testing.T, e *reapEnv) {
+		lost := e.record(t, nil)
+		grace := &producer.ReaperConfig{PublishGrace: time.Nanosecond}
+		if st := e.reap(t, grace); st.Requeued != 1 || st.Active != 1 {
+			t.Fatalf("first pass %+v, want 1 active, 1 requeued", st)
+		}
+		job := e.delivered(t)
+		if job.TaskID != lost.ID || job.DedupeKey() != lost.ID+"/r1" {
+			t.Fatalf("republished job %s (key %s), want %s under %s/r1", job.TaskID, job.DedupeKey(), lost.ID, lost.ID)
+		}
+		if got := get(t, e.store, lost.ID); got.Requeues != 1 || got.Status != taskstate.Working {
+			t.Fatalf("record after requeue: %s requeues=%d", got.Status, got.Requeues)
+		}
+	})
+}
+
+// A job that is waiting in the queue (a backlog) is not published again,
+// however long it waits.
+func TestReapLeavesWaitingJob(t *testing.T) {
+	t.Parallel()
+	reapBackends(t, func(t *testing.T, e *reapEnv) {
+		tk, err := e.prod.Create(t.Context(), &producer.Request{Tool: "echo", Era: taskstate.Era20260728})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := e.reap(t, &producer.ReaperConfig{PublishGrace: time.Nanosecond}); st.Requeued != 0 {
+			t.Fatalf("pass %+v requeued a job the queue holds", st)
+		}
+		if got := get(t, e.store, tk.ID); got.Requeues != 0 || got.Revision != tk.Revision {
+			t.Fatalf("record touched: requeues=%d rev %d→%d", got.Requeues, tk.Revision, got.Revision)
+		}
+	})
+}
+
+// A worker's lapsed lease: the job is requeued under a new key and the
+// lease cleared; on the last attempt the task is failed, saying why. Live
+// leases and terminal tasks are left alone, and two reapers racing act once.
+func TestReapLapsedLeases(t *testing.T) {
+	t.Parallel()
+	reapBackends(t, func(t *testing.T, e *reapEnv) {
+		past := time.Now().Add(-time.Minute).UTC()
+		lapsed := func(attempt int) func(*taskstate.Task) {
+			return func(tk *taskstate.Task) {
+				tk.Attempt = attempt
+				tk.Lease = &taskstate.Lease{Worker: "w-gone", Expires: past}
+			}
+		}
+		requeue := e.record(t, lapsed(1))
+		exhausted := e.record(t, lapsed(3))
+		live := e.record(t, func(tk *taskstate.Task) {
+			tk.Attempt = 1
+			tk.Lease = &taskstate.Lease{Worker: "w-alive", Expires: time.Now().Add(time.Hour).UTC()}
+		})
+		var mu sync.Mutex
+		expired := map[string]int{}
+		cfg := &producer.ReaperConfig{MaxAttempts: 3, LeaseExpired: func(tool string) {
+			mu.Lock()
+			expired[tool]++
+			mu.Unlock()
+		}}
+
+		// Two replicas' reapers at once.
+		var wg sync.WaitGroup
+		stats := make([]producer.ReapStats, 2)
+		for i := range stats {
+			wg.Go(func() { stats[i] = e.reap(t, cfg) })
+		}
+		wg.Wait()
+		if req, fail := stats[0].Requeued+stats[1].Requeued, stats[0].Failed+stats[1].Failed; req != 1 || fail != 1 {
+			t.Fatalf("two reapers: %+v %+v; want one requeue and one failure in all", stats[0], stats[1])
+		}
+		if expired["echo"] != 2 {
+			t.Fatalf("LeaseExpired hook called %v, want echo twice", expired)
+		}
+
+		job := e.delivered(t)
+		if job.TaskID != requeue.ID || job.DedupeKey() != requeue.ID+"/r1" {
+			t.Fatalf("requeued job %s (key %s), want %s/r1", job.TaskID, job.DedupeKey(), requeue.ID)
+		}
+		if got := get(t, e.store, requeue.ID); got.Lease != nil || got.Requeues != 1 || got.Attempt != 1 || got.Status != taskstate.Working {
+			t.Fatalf("requeued record: %s lease=%v requeues=%d attempt=%d", got.Status, got.Lease, got.Requeues, got.Attempt)
+		}
+		got := get(t, e.store, exhausted.ID)
+		if got.Status != taskstate.Failed || !strings.Contains(got.StatusMessage, "gave up after 3 attempts: worker w-gone stopped renewing its lease") {
+			t.Fatalf("exhausted record: %s %q", got.Status, got.StatusMessage)
+		}
+		if got := get(t, e.store, live.ID); got.Revision != live.Revision {
+			t.Fatalf("a live lease was touched: revision %d → %d", live.Revision, got.Revision)
+		}
+		// Nothing more to do: the requeued job waits in the queue.
+		if st := e.reap(t, cfg); st.Requeued+st.Failed != 0 {
+			t.Fatalf("second pass acted again: %+v", st)
+		}
+	})
+}

@@ -278,6 +278,21 @@ func TestFaultAPICrash(t *testing.T) {
 			acked := f.wait(t, 5*time.Minute)
 			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
 			mustHold(t, recs, acked)
+			// Each crashed api named the task it left behind; it completed.
+			for _, p := range s.apis[1:] {
+				var named []string
+				for id, ls := range lines([]*harness.Proc{p}) {
+					for _, l := range ls {
+						if l.Message == "fault: killing the api between record and publish" {
+							named = append(named, id)
+						}
+					}
+				}
+				if len(named) != 1 {
+					t.Errorf("%s named %v as the task it died on, want one", p.Name, named)
+				}
+				mustHold(t, recs, named)
+			}
 			if orphans := len(recs) - len(acked); orphans != crashes {
 				t.Errorf("%d records beyond the acknowledged calls, want one per crashed api (%d)", orphans, crashes)
 			}
@@ -436,7 +451,7 @@ func TestFaultCancels(t *testing.T) {
 				ran++
 				harness.Eventually(t, 20*time.Second, func() (bool, string) {
 					return len(linesWith(s.workers, id, "wait: handler observed cancellation"))+
-						len(linesWith(s.workers, id, "task already ended; outcome discarded")) > 0,
+							len(linesWith(s.workers, id, "task already ended; outcome discarded")) > 0,
 						"the handler of cancelled task " + id + " never observed the cancellation"
 				})
 				if len(linesWith(s.workers, id, "wait: handler observed cancellation")) > 0 {

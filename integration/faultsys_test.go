@@ -269,6 +269,10 @@ type tally struct {
 	//   - the api's cancel: 1 if the record ends cancelled (only the api
 	//     writes that status), so a worker outcome logged for a cancelled
 	//     task counts as a second write;
+	//   - the api failing a task: its reaper's "worker lost on the last
+	//     attempt; task failed" line (printed after the write), or "job
+	//     start failed; marking task failed" not followed by "could not mark
+	//     unstarted task failed";
 	//   - a completed outcome no logged line accounts for: when the record's
 	//     result reports attempt N ("(attempt N)") and lines exist but none is
 	//     from attempt N, an unlogged writer (killed right after writing)
@@ -282,6 +286,7 @@ type tally struct {
 func (s *faultSystem) tallyRecords(recs map[string]*taskstate.Task) tally {
 	var n tally
 	byTask := lines(s.workers)
+	apiLines := lines(s.apis)
 	for id, r := range recs {
 		n.created++
 		switch r.Status {
@@ -304,6 +309,14 @@ func (s *faultSystem) tallyRecords(recs map[string]*taskstate.Task) tally {
 		}
 		if r.Status == taskstate.Cancelled {
 			writes++
+		}
+		for _, l := range apiLines[id] {
+			switch l.Message {
+			case "worker lost on the last attempt; task failed", "job start failed; marking task failed":
+				writes++
+			case "could not mark unstarted task failed":
+				writes--
+			}
 		}
 		if a := resultAttempt(r); r.Status == taskstate.Completed && len(attempts) > 0 && a > 0 && !attempts[a] {
 			writes++
@@ -395,21 +408,31 @@ func TestFaultTallyCounts(t *testing.T) {
 		`{"task":"B","attempt":2,"status":"completed","message":"task finished"}`,
 		`{"task":"C","attempt":1,"status":"completed","message":"task finished"}`,
 		`{"task":"D","attempt":1,"status":"completed","message":"task finished"}`,
+		`{"task":"F","attempt":1,"status":"completed","message":"task finished"}`,
 	}, "\n")
-	p := harness.Start(t, "fake-worker", "/bin/sh", nil, "-c", "printf '%s\\n' \"$0\"", logs)
-	harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "printf still running" })
+	apiLogs := strings.Join([]string{
+		`{"task":"F","attempt":1,"message":"worker lost on the last attempt; task failed"}`,
+		`{"task":"G","message":"job start failed; marking task failed"}`,
+		`{"task":"H","message":"job start failed; marking task failed"}`,
+		`{"task":"H","message":"could not mark unstarted task failed"}`,
+	}, "\n")
+	p := fakeLog(t, "fake-worker", logs)
+	api := fakeLog(t, "fake-api", apiLogs)
 	rec := func(s taskstate.Status, result string) *taskstate.Task {
 		return &taskstate.Task{Status: s, Result: json.RawMessage(result)}
 	}
-	s := &faultSystem{workers: []*harness.Proc{p}}
+	s := &faultSystem{workers: []*harness.Proc{p}, apis: []*harness.Proc{api}}
 	n := s.tallyRecords(map[string]*taskstate.Task{
 		"A": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 1)"}`), // one write: fine
 		"B": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 2)"}`), // two logged writes
-		"C": rec(taskstate.Cancelled, ``),                                    // worker outcome + cancel
+		"C": rec(taskstate.Cancelled, ``),                                   // worker outcome + cancel
 		"D": rec(taskstate.Completed, `{"text":"waited 1 ms (attempt 3)"}`), // attempt 3 wrote unlogged
-		"E": rec(taskstate.Working, ``),                                      // lost
+		"E": rec(taskstate.Working, ``),                                     // lost
+		"F": rec(taskstate.Failed, ``),                                      // worker outcome + reaper's failure
+		"G": rec(taskstate.Failed, ``),                                      // one write: fine
+		"H": rec(taskstate.Working, ``),                                     // the api's write failed: lost
 	})
-	want := tally{created: 5, completed: 3, cancelled: 1, lost: 1, duplicated: 3, executions: 1}
+	want := tally{created: 8, completed: 3, failed: 2, cancelled: 1, lost: 2, duplicated: 4, executions: 1}
 	if n != want {
 		t.Fatalf("tally %+v, want %+v", n, want)
 	}
@@ -427,4 +450,12 @@ func mustEndTerminal(t *testing.T, recs map[string]*taskstate.Task) {
 			t.Logf("task %s (its call was refused) ended %s: %q", id, r.Status, r.StatusMessage)
 		}
 	}
+}
+
+// fakeLog is a process that prints text and exits.
+func fakeLog(t *testing.T, name, text string) *harness.Proc {
+	t.Helper()
+	p := harness.Start(t, name, "/bin/sh", nil, "-c", "printf '%s\\n' \"$0\"", text)
+	harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "printf still running" })
+	return p
 }

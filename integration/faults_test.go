@@ -44,28 +44,56 @@ func TestFaultWorkerKills(t *testing.T) {
 			c := harness.NewClient(s.mcpURL, true)
 			ids := startTasks(t, c, n, ms)
 
-			// The schedule: a random worker dies every `every` (±50%) and a
-			// fresh one takes its place, until every task has ended.
-			deadline := time.Now().Add(pick(3*time.Minute, 15*time.Minute))
-			kills := 0
+			// The schedule: a random worker dies every `every` (±50%, counted
+			// from the previous kill) and a fresh one takes its place, until
+			// every task has ended.
+			done := allEnded(t, s)
+			deadline := time.After(pick(3*time.Minute, 15*time.Minute))
+			kills, next, began := 0, time.Now(), time.Now()
+		schedule:
 			for {
-				recs := harness.Records(t, s.be, s.prefix)
-				if allTerminal(recs) || time.Now().After(deadline) {
-					break
+				next = next.Add(every/2 + rand.N(every))
+				select {
+				case <-done:
+					break schedule
+				case <-deadline:
+					break schedule
+				case <-time.After(time.Until(next)): // the fault schedule
 				}
-				time.Sleep(every/2 + rand.N(every)) // the fault schedule
 				s.killRandomWorker()
 				kills++
 				s.startWorker(t, "--concurrency", conc)
 			}
 			recs, _ := s.settled(t, time.Minute, nil)
-			t.Logf("%d workers killed with kill -9", kills)
+			ran := time.Since(began)
+			t.Logf("%d workers killed with kill -9 in %s (one every %s)", kills, ran.Round(time.Second), (ran / time.Duration(max(kills, 1))).Round(100*time.Millisecond))
 			mustHold(t, recs, ids)
 			mustAllComplete(t, recs)
 			mustServe(t, c, recs, ids)
 			s.tallyRecords(recs).report(t)
 		})
 	}
+}
+
+// allEnded is closed once every task record of s is terminal (polled
+// twice a second: there is no event for "all of them").
+func allEnded(t *testing.T, s *faultSystem) <-chan struct{} {
+	done, stop := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		defer close(done)
+		for {
+			if recs, err := harness.ReadRecords(s.be, s.prefix); err == nil && allTerminal(recs) {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return done
 }
 
 func allTerminal(recs map[string]*taskstate.Task) bool {

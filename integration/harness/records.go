@@ -34,19 +34,23 @@ func Records(t testing.TB, be Backend, prefix string) map[string]*taskstate.Task
 	var recs map[string]*taskstate.Task
 	var err error
 	Eventually(t, time.Minute, func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		if be.Name == "nats" {
-			recs, err = natsRecords(ctx, be.arg("--nats"), prefix+"_tasks")
-		} else {
-			recs, err = redisRecords(ctx, be.arg("--redis"), prefix+":task:")
-		}
+		recs, err = ReadRecords(be, prefix)
 		if err != nil {
 			return false, "reading task records: " + err.Error()
 		}
 		return true, ""
 	})
 	return recs
+}
+
+// ReadRecords is one attempt at Records, for goroutines other than the test's.
+func ReadRecords(be Backend, prefix string) (map[string]*taskstate.Task, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if be.Name == "nats" {
+		return natsRecords(ctx, be.arg("--nats"), prefix+"_tasks")
+	}
+	return redisRecords(ctx, be.arg("--redis"), prefix+":task:")
 }
 
 func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate.Task, error) {

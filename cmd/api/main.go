@@ -62,6 +62,7 @@ type config struct {
 	allowedOrigins   string
 	asynqmon         bool
 	asynqmonReadOnly bool
+	console          consoleFlags
 
 	publicURL        string
 	authJWKSURL      string
@@ -83,10 +84,14 @@ type config struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "tasks" { // operator CLI: cmd/api/tasks.go
+		os.Exit(tasksMain(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	var c config
 	fs := flag.NewFlagSet("api", flag.ExitOnError)
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
+	c.console.flags(fs)
 	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp and /healthz (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
@@ -363,6 +368,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			}
 		}
 	}
+	c.console.mount(ctx, mux, authn, prod, b.Store, hosts, log)
 	if c.asynqmon {
 		if c.Broker != "asynq" {
 			return fmt.Errorf("--asynqmon needs --broker asynq")

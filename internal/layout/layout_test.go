@@ -141,6 +141,7 @@ func check(g graph) []string {
 			"producer": {"consumer", "mcpfront"},
 			"consumer": {"mcpfront", "producer"},
 			"mcpfront": {"consumer"},
+			"console":  {"consumer", "mcpfront", "auth", "internal/wiring"},
 		}
 		for layer, never := range forbidden {
 			if !under(p, layer) {
@@ -169,7 +170,7 @@ func check(g graph) []string {
 		}
 		// The library packages must not reach one through anything either
 		// (e.g. by importing internal/wiring).
-		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront"} {
+		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "console"} {
 			if p != lib {
 				continue
 			}

@@ -142,8 +142,8 @@ func ttlArg(t *taskstate.Task) int64 {
 
 // createScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
 // its owner's index and retention sets; ARGV[1] JSON, ARGV[2] TTL ms (0:
-// none), ARGV[3] task id, ARGV[4] creation time (unix ns).
-// Returns 0 if the key exists, else the new revision (1).
+// none), ARGV[3] task id, ARGV[4] creation time (unix ns), ARGV[5] change
+// channel. Returns 0 if the key exists, else the new revision (1).
 const createScript = indexLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', 1)
@@ -160,6 +160,7 @@ if #KEYS == 3 then
   end
   settle(KEYS[2], KEYS[3])
 end
+redis.call('PUBLISH', ARGV[5], '1 ' .. ARGV[1])
 return 1`
 
 // updateScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
@@ -201,7 +202,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 		return err
 	}
 	keys := append([]string{s.taskKey(t.ID)}, s.ownerKeys(t.Owner)...)
-	n, err := s.create.Run(ctx, s.rdb, keys, b, ttlArg(t), t.ID, t.CreatedAt.UnixNano()).Int64()
+	n, err := s.create.Run(ctx, s.rdb, keys, b, ttlArg(t), t.ID, t.CreatedAt.UnixNano(), s.watchChan(t.ID)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: create %s: %w", t.ID, err)
 	}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"net/http"
+	"os"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/console"
+	"github.com/mcpqueue/mcpqueue/internal/wiring"
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// consoleFlags are the task console's settings.
+type consoleFlags struct {
+	on     bool
+	admins string
+}
+
+func (f *consoleFlags) flags(fs *flag.FlagSet) {
+	fs.BoolVar(&f.on, "console", os.Getenv("MCPQ_CONSOLE") != "0", "serve the task console at /console/ (env MCPQ_CONSOLE=0 turns it off); with authentication on it answers only --console-admins")
+	fs.StringVar(&f.admins, "console-admins", os.Getenv("MCPQ_CONSOLE_ADMINS"), "comma-separated token subjects (sub) allowed to use the task console when authentication is on (env MCPQ_CONSOLE_ADMINS)")
+}
+
+// mount adds the console to mux: open without authentication (loopback or
+// --insecure-no-auth, like the API), admins only with it, and not at all
+// when authentication is on and no admin is named.
+func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *auth.Authenticator, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
+	if !f.on {
+		return
+	}
+	cfg := console.Config{Store: store, Producer: prod, AllowedHosts: hosts, Admins: wiring.SplitList(f.admins)}
+	if authn != nil {
+		if len(cfg.Admins) == 0 {
+			log.Warn().Msg("task console not mounted: authentication is on and --console-admins names no one")
+			return
+		}
+		cfg.Authenticate = func(r *http.Request) (string, error) {
+			p, err := authn.Authenticate(r)
+			return p.Subject, err
+		}
+	}
+	mux.Handle(console.Path, console.New(ctx, cfg))
+	log.Info().Str("path", console.Path).Strs("admins", cfg.Admins).Bool("auth", authn != nil).Msg("task console mounted")
+}

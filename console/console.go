@@ -1,0 +1,355 @@
+// Package console is the operator's task console served by api at /console/:
+// an embedded static page (plain HTML, CSS and JavaScript, no build step) and
+// a small JSON and server-sent-events API under /console/api/ that reads task
+// records across owners, follows the store's change feed and cancels tasks
+// through the producer.
+//
+// With an Authenticate function configured the API answers only admins: a
+// caller whose subject is listed in Admins. The page itself holds no data; it
+// asks for a bearer token and sends it with every API call.
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+//go:embed static
+var static embed.FS
+
+// Path is where the console is mounted.
+const Path = "/console/"
+
+// Config wires a Console. Store and Producer are required.
+type Config struct {
+	Store    taskstate.Store
+	Producer *producer.Producer
+	// Authenticate, if set, identifies the caller of an API request (from
+	// its bearer token); the API then answers only subjects in Admins. Nil
+	// leaves the API open, like an api running without authentication.
+	Authenticate func(r *http.Request) (subject string, err error)
+	Admins       []string
+	// AllowedHosts are Host names accepted besides loopback ones, so a
+	// DNS-rebinding page cannot reach a console on localhost.
+	AllowedHosts []string
+	// MaxTasks bounds the rows one list answer carries. Default 200.
+	MaxTasks int
+	// MaxScan bounds the records one list answer reads. Default 20000.
+	MaxScan int
+	// Heartbeat is how often an idle event stream sends a comment, so
+	// proxies keep it open. Default 15s.
+	Heartbeat time.Duration
+}
+
+// Console is the http.Handler for everything under Path.
+type Console struct {
+	cfg   Config
+	feed  taskstate.Feed // nil if the store has none
+	track *tracker
+	mux   *http.ServeMux
+}
+
+// New returns the console. When the store has a change feed, it follows it
+// until ctx ends, to note when each attempt of a task was picked up (the
+// record only says how many there were).
+func New(ctx context.Context, cfg Config) *Console {
+	if cfg.MaxTasks <= 0 {
+		cfg.MaxTasks = 200
+	}
+	if cfg.MaxScan <= 0 {
+		cfg.MaxScan = 20000
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	c := &Console{cfg: cfg, track: newTracker(10000), mux: http.NewServeMux()}
+	c.feed, _ = cfg.Store.(taskstate.Feed)
+	if c.feed != nil {
+		go c.track.follow(ctx, c.feed)
+	}
+	page, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.StripPrefix(strings.TrimSuffix(Path, "/"), http.FileServerFS(page))
+	c.mux.Handle("GET "+Path, files)
+	c.mux.HandleFunc("GET "+Path+"api/tasks", c.guard(c.list))
+	c.mux.HandleFunc("GET "+Path+"api/tasks/{id}", c.guard(c.detail))
+	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
+	c.mux.HandleFunc("GET "+Path+"api/events", c.guard(c.events))
+	unknown := c.guard(func(w http.ResponseWriter, r *http.Request, _ string) {
+		writeErr(w, http.StatusNotFound, "no such console API: "+r.Method+" "+r.URL.Path)
+	})
+	c.mux.HandleFunc("GET "+Path+"api/", unknown)
+	c.mux.HandleFunc("POST "+Path+"api/", unknown)
+	return c
+}
+
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !c.hostAllowed(r.Host) {
+		writeErr(w, http.StatusForbidden, "host "+strconv.Quote(r.Host)+" is not allowed")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, r)
+}
+
+func (c *Console) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "localhost" || slices.Contains(c.cfg.AllowedHosts, host) {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// guard admits an API call: same-origin for writes, and an admin when
+// authentication is on.
+func (c *Console) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); r.Method != http.MethodGet && o != "" {
+			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
+				writeErr(w, http.StatusForbidden, "cross-origin request from "+strconv.Quote(o)+" refused")
+				return
+			}
+		}
+		who := "anonymous"
+		if c.cfg.Authenticate != nil {
+			sub, err := c.cfg.Authenticate(r)
+			if err != nil {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpqueue console"`)
+				writeErr(w, http.StatusUnauthorized, "a console admin's bearer token is required: "+err.Error())
+				return
+			}
+			if !slices.Contains(c.cfg.Admins, sub) {
+				writeErr(w, http.StatusForbidden, "subject "+strconv.Quote(sub)+" is not a console admin (--console-admins)")
+				return
+			}
+			who = sub
+		}
+		next(w, r, who)
+	}
+}
+
+// row is a task as the table shows it.
+type row struct {
+	ID            string           `json:"id"`
+	Kind          string           `json:"kind,omitempty"`
+	Tool          string           `json:"tool"`
+	Owner         string           `json:"owner,omitempty"`
+	Status        taskstate.Status `json:"status"`
+	StatusMessage string           `json:"statusMessage,omitempty"`
+	Attempt       int              `json:"attempt"`
+	Worker        string           `json:"worker,omitempty"`
+	CreatedAt     time.Time        `json:"createdAt"`
+	LastUpdatedAt time.Time        `json:"lastUpdatedAt"`
+	Revision      uint64           `json:"revision"`
+}
+
+func rowOf(t *taskstate.Task) row {
+	r := row{ID: t.ID, Kind: t.Kind, Tool: t.Tool, Owner: t.Owner, Status: t.Status, StatusMessage: t.StatusMessage,
+		Attempt: t.Attempt, CreatedAt: t.CreatedAt, LastUpdatedAt: t.LastUpdatedAt, Revision: t.Revision}
+	if t.Lease != nil {
+		r.Worker = t.Lease.Worker
+	}
+	return r
+}
+
+// listAnswer is GET api/tasks: the newest matching tasks and the counts by
+// tool and status over every record read.
+type listAnswer struct {
+	Tasks     []row                               `json:"tasks"`
+	Matched   int                                 `json:"matched"`
+	Counts    map[string]map[taskstate.Status]int `json:"counts"`
+	Truncated bool                                `json:"truncated"` // MaxScan records read, more exist
+}
+
+func (c *Console) list(w http.ResponseWriter, r *http.Request, _ string) {
+	q := r.URL.Query()
+	tool, status := q.Get("tool"), taskstate.Status(q.Get("status"))
+	if status != "" && !status.Valid() {
+		writeErr(w, http.StatusBadRequest, "unknown status "+strconv.Quote(string(status)))
+		return
+	}
+	limit := c.cfg.MaxTasks
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			writeErr(w, http.StatusBadRequest, "limit must be a positive integer, got "+strconv.Quote(s))
+			return
+		}
+		limit = min(n, limit)
+	}
+	ans := listAnswer{Tasks: []row{}, Counts: map[string]map[taskstate.Status]int{}}
+	var match []*taskstate.Task
+	read := 0
+	err := c.cfg.Store.Scan(r.Context(), false, func(t *taskstate.Task) bool {
+		if read++; read > c.cfg.MaxScan {
+			ans.Truncated = true
+			return false
+		}
+		if ans.Counts[t.Tool] == nil {
+			ans.Counts[t.Tool] = map[taskstate.Status]int{}
+		}
+		ans.Counts[t.Tool][t.Status]++
+		if (tool == "" || t.Tool == tool) && (status == "" || t.Status == status) {
+			match = append(match, t)
+		}
+		return true
+	})
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "reading tasks: "+err.Error())
+		return
+	}
+	slices.SortFunc(match, func(a, b *taskstate.Task) int {
+		if d := b.CreatedAt.Compare(a.CreatedAt); d != 0 {
+			return d
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	ans.Matched = len(match)
+	for _, t := range match[:min(limit, len(match))] {
+		ans.Tasks = append(ans.Tasks, rowOf(t))
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// timings of a task. Picked up is when the console saw the first attempt
+// start (the record keeps no such time): unknown for tasks picked up while
+// no console followed the feed.
+type timings struct {
+	CreatedAt  time.Time  `json:"createdAt"`
+	PickedUpAt *time.Time `json:"pickedUpAt,omitempty"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	QueuedMs   *int64     `json:"queuedMs,omitempty"`  // created → picked up
+	RunningMs  *int64     `json:"runningMs,omitempty"` // picked up → finished (or now)
+	TotalMs    int64      `json:"totalMs"`             // created → finished (or now)
+}
+
+type detailAnswer struct {
+	Task     *taskstate.Task `json:"task"`
+	Revision uint64          `json:"revision"`
+	Attempts []attempt       `json:"attempts"`
+	Timings  timings         `json:"timings"`
+}
+
+func (c *Console) detail(w http.ResponseWriter, r *http.Request, _ string) {
+	t, err := c.cfg.Store.Get(r.Context(), r.PathValue("id"))
+	if errors.Is(err, taskstate.ErrNotFound) {
+		writeErr(w, http.StatusNotFound, "no task "+strconv.Quote(r.PathValue("id")))
+		return
+	}
+	if err != nil {
+		writeErr(w, http.StatusInternalServerError, "reading the task: "+err.Error())
+		return
+	}
+	ans := detailAnswer{Task: t, Revision: t.Revision, Attempts: c.track.attempts(t.ID)}
+	if ans.Attempts == nil {
+		ans.Attempts = []attempt{}
+	}
+	end := time.Now().UTC()
+	tm := timings{CreatedAt: t.CreatedAt}
+	if t.Status.Terminal() {
+		end = t.LastUpdatedAt
+		tm.FinishedAt = &end
+	}
+	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
+	if len(ans.Attempts) > 0 {
+		p := ans.Attempts[0].At
+		tm.PickedUpAt = &p
+		tm.QueuedMs = ms(p.Sub(t.CreatedAt))
+		tm.RunningMs = ms(end.Sub(p))
+	}
+	tm.TotalMs = end.Sub(t.CreatedAt).Milliseconds()
+	ans.Timings = tm
+	writeJSON(w, http.StatusOK, ans)
+}
+
+func (c *Console) cancel(w http.ResponseWriter, r *http.Request, who string) {
+	t, err := c.cfg.Producer.Cancel(r.Context(), r.PathValue("id"), "cancelled from the console by "+who)
+	switch {
+	case errors.Is(err, taskstate.ErrNotFound):
+		writeErr(w, http.StatusNotFound, "no task "+strconv.Quote(r.PathValue("id")))
+	case errors.Is(err, producer.ErrTerminal):
+		writeJSON(w, http.StatusConflict, map[string]any{"error": "the task already ended: " + string(t.Status), "task": rowOf(t)})
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, "cancelling: "+err.Error())
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"task": rowOf(t)})
+	}
+}
+
+// events streams the change feed as server-sent events: "ready" once it is
+// live, then a "task" event (a row) per change, and "resync" when changes
+// were dropped and the list must be read again.
+func (c *Console) events(w http.ResponseWriter, r *http.Request, _ string) {
+	if c.feed == nil {
+		writeErr(w, http.StatusNotImplemented, "this store has no change feed")
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeErr(w, http.StatusInternalServerError, "streaming unsupported")
+		return
+	}
+	ch, err := c.feed.Changes(r.Context())
+	if err != nil {
+		writeErr(w, http.StatusServiceUnavailable, "change feed: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "event: ready\ndata: {}\n\n")
+	fl.Flush()
+	beat := time.NewTicker(c.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-beat.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+		case t, ok := <-ch:
+			if !ok {
+				return
+			}
+			if t == nil {
+				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
+			} else {
+				b, _ := json.Marshal(rowOf(t))
+				fmt.Fprintf(w, "event: task\ndata: %s\n\n", b)
+			}
+		}
+		fl.Flush()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

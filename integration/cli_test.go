@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+)
+
+// cliRun is one run of the api binary's tasks subcommand.
+type cliRun struct {
+	stdout, stderr string
+	code           int
+}
+
+// tasksCLI runs `api tasks args…` against s's backend and prefix.
+func (s *system) tasksCLI(t *testing.T, args ...string) cliRun {
+	t.Helper()
+	argv := append([]string{"tasks"}, args...)
+	argv = append(append(argv, s.be.Args...), "--prefix", s.prefix)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.bins.API, argv...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := cliRun{stdout: out.String(), stderr: errOut.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("api %s: %v", strings.Join(argv, " "), err)
+	}
+	t.Logf("api tasks %s → %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
+		t.Errorf("api tasks %s reported a data race", strings.Join(args, " "))
+	}
+	return r
+}
+
+// want fails the test unless the run exited with code and its output
+// contains every one of subs.
+func (r cliRun) want(t *testing.T, code int, subs ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit status %d, want %d\nstdout: %s\nstderr: %s", r.code, code, r.stdout, r.stderr)
+	}
+	for _, s := range subs {
+		if !strings.Contains(r.stdout+r.stderr, s) {
+			t.Fatalf("output does not contain %q\nstdout: %s\nstderr: %s", s, r.stdout, r.stderr)
+		}
+	}
+}
+
+// jsonLines decodes `tasks list --json` output.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("list --json: %v in %q", err, out)
+		}
+		recs = append(recs, m)
+	}
+	return recs
+}
+
+// The operator CLI (api tasks list|get|cancel|purge) on both backends,
+// against real api and worker processes: a cancel from the CLI reaches the
+// running handler, purge removes what it names, and bad input is a usage
+// error that touches nothing.
+func TestTasksCLI(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		w := s.worker(t, "worker")
+		c := harness.NewClient(s.mcpURL, true)
+
+		done := c.StartTask(t, "noop", map[string]any{})
+		c.WaitStatus(t, done, 20*time.Second, "completed")
+		failed := c.StartTask(t, "fail", map[string]any{"message": "boom"})
+		c.WaitStatus(t, failed, 20*time.Second, "completed")
+		running := c.StartTask(t, "wait", map[string]any{"ms": 120000})
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			tk, err := c.GetTask(t.Context(), running)
+			return err == nil && strings.HasPrefix(tk.StatusMessage, "waiting"), "handler not running yet"
+		})
+
+		// list: newest first, filters, limit, JSON lines.
+		r := s.tasksCLI(t, "list")
+		r.want(t, 0, "ID", "STATUS", running, failed, done, "waiting 120000 ms")
+		if i, j, k := strings.Index(r.stdout, running), strings.Index(r.stdout, failed), strings.Index(r.stdout, done); !(i < j && j < k) {
+			t.Fatalf("list is not newest first:\n%s", r.stdout)
+		}
+		r = s.tasksCLI(t, "list", "--active", "--json")
+		r.want(t, 0)
+		if recs := jsonLines(t, r.stdout); len(recs) != 1 || recs[0]["id"] != running || recs[0]["status"] != "working" {
+			t.Fatalf("list --active: %v, want only %s working", recs, running)
+		}
+		r = s.tasksCLI(t, "list", "--json", "--status", "completed", "--tool", "noop")
+		if recs := jsonLines(t, r.stdout); len(recs) != 1 || recs[0]["id"] != done {
+			t.Fatalf("list --status completed --tool noop: %v, want only %s", recs, done)
+		}
+		r = s.tasksCLI(t, "list", "--json", "--limit", "2")
+		if recs := jsonLines(t, r.stdout); len(recs) != 2 || recs[0]["id"] != running || recs[1]["id"] != failed {
+			t.Fatalf("list --limit 2: %v, want %s and %s", recs, running, failed)
+		}
+		r = s.tasksCLI(t, "list", "--owner", "nobody")
+		if r.want(t, 0); strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 {
+			t.Fatalf("list --owner nobody lists tasks:\n%s", r.stdout)
+		}
+
+		// get: the record; an unknown id is exit 1.
+		r = s.tasksCLI(t, "get", failed)
+		r.want(t, 0, `"tool": "fail"`, "boom")
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec["id"] != failed {
+			t.Fatalf("get %s: %v %v", failed, rec, err)
+		}
+		unknown := "UNKNOWNTASKID0000000000000"
+		s.tasksCLI(t, "get", unknown).want(t, 1, "no task "+unknown)
+
+		// cancel: the running handler hears it; each id is reported.
+		start := time.Now()
+		r = s.tasksCLI(t, "cancel", running, done, unknown)
+		r.want(t, 1, running+": cancelled\n", done+": already terminal (completed)\n", unknown+": not found\n")
+		harness.Eventually(t, 5*time.Second, func() (bool, string) {
+			for _, line := range strings.Split(w.Output(), "\n") {
+				if strings.Contains(line, running) && strings.Contains(line, "handler observed cancellation") {
+					return true, ""
+				}
+			}
+			return false, "the handler never observed the CLI's cancel"
+		})
+		t.Logf("the CLI's cancel reached the handler within %s", time.Since(start))
+		if tk := c.WaitStatus(t, running, 5*time.Second, "cancelled"); !strings.Contains(tk.StatusMessage, "operator") {
+			t.Fatalf("cancelled task says %q", tk.StatusMessage)
+		}
+
+		// Bad input: usage errors (exit 2) that change nothing.
+		s.tasksCLI(t, "frobnicate").want(t, 2, `unknown command "frobnicate"`)
+		s.tasksCLI(t, "list", "--status", "runing").want(t, 2, `unknown status "runing"`)
+		s.tasksCLI(t, "purge", "--older-than", "soon").want(t, 2, "-older-than")
+		s.tasksCLI(t, "purge", "--status", "working").want(t, 2, "purge deletes only ended tasks")
+		s.tasksCLI(t, "purge").want(t, 2, "--all")
+		s.tasksCLI(t, "get").want(t, 2, "exactly one task id")
+
+		// purge: a dry run counts, a real one deletes exactly what matches.
+		s.tasksCLI(t, "purge", "--tool", "noop", "--dry-run").want(t, 0, "would purge 1 terminal tasks (completed 1)")
+		s.tasksCLI(t, "get", done).want(t, 0, done)
+		s.tasksCLI(t, "purge", "--tool", "noop").want(t, 0, "purged 1 terminal tasks (completed 1)")
+		s.tasksCLI(t, "get", done).want(t, 1, "no task "+done)
+		s.tasksCLI(t, "purge", "--older-than", "1h").want(t, 0, "purged 0 terminal tasks")
+		s.tasksCLI(t, "purge", "--all").want(t, 0, "purged 2 terminal tasks (completed 1, cancelled 1)")
+		r = s.tasksCLI(t, "list", "--json")
+		if recs := jsonLines(t, r.stdout); len(recs) != 0 {
+			t.Fatalf("after purge --all: %v", recs)
+		}
+	})
+}

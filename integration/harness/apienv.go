@@ -12,9 +12,20 @@ import (
 // replicas behind one load balancer.
 func APIEnv(t testing.TB, b *Bins, be Backend, prefix, name string, env []string, extra ...string) (mcpURL string, p *Proc) {
 	t.Helper()
+	return APILogged(t, b, be, prefix, name, "", env, extra...)
+}
+
+// APILogged is APIEnv with the output also in <logDir>/<name>.log (logDir
+// "": only in memory).
+func APILogged(t testing.TB, b *Bins, be Backend, prefix, name, logDir string, env []string, extra ...string) (mcpURL string, p *Proc) {
+	t.Helper()
 	port := FreePort(t)
 	args := append(append([]string{}, be.Args...), "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json")
-	p = Start(t, name, b.API, env, append(args, extra...)...)
+	if logDir == "" {
+		p = Start(t, name, b.API, env, append(args, extra...)...)
+	} else {
+		p = StartLogged(t, logDir, name, b.API, env, append(args, extra...)...)
+	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	Eventually(t, 20*time.Second, func() (bool, string) {
 		if p.Exited() {

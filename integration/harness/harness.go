@@ -122,9 +122,18 @@ func (s *syncBuffer) String() string {
 // logged if the test failed.
 func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 	t.Helper()
+	return start(t, name, bin, env, nil, args)
+}
+
+// start is Start with the output also copied to also (nil: only kept in memory).
+func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
+	t.Helper()
 	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout = p.out
-	p.cmd.Stderr = p.out
+	if also != nil {
+		p.cmd.Stdout = io.MultiWriter(p.out, also)
+	}
+	p.cmd.Stderr = p.cmd.Stdout
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := p.cmd.Start(); err != nil {

@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// arg is the value of flag in the backend's arguments ("" if absent).
+func (be Backend) arg(flag string) string {
+	for i, a := range be.Args {
+		if a == flag && i+1 < len(be.Args) {
+			return be.Args[i+1]
+		}
+	}
+	return ""
+}
+
+// Records reads every task record of the system named prefix straight from
+// its store, not through an api: also the records of calls whose client
+// never got an answer. It retries for a while if the store is unreachable
+// (a broker restarting, a cluster electing a leader).
+func Records(t testing.TB, be Backend, prefix string) map[string]*taskstate.Task {
+	t.Helper()
+	var recs map[string]*taskstate.Task
+	var err error
+	Eventually(t, time.Minute, func() (bool, string) {
+		recs, err = ReadRecords(be, prefix)
+		if err != nil {
+			return false, "reading task records: " + err.Error()
+		}
+		return true, ""
+	})
+	return recs
+}
+
+// ReadRecords is one attempt at Records, for goroutines other than the test's.
+func ReadRecords(be Backend, prefix string) (map[string]*taskstate.Task, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if be.Name == "nats" {
+		return natsRecords(ctx, be.arg("--nats"), prefix+"_tasks")
+	}
+	return redisRecords(ctx, be.arg("--redis"), prefix+":task:")
+}
+
+func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate.Task, error) {
+	nc, err := nats.Connect(url, nats.Name("fault-suite-reader"))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return map[string]*taskstate.Task{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*taskstate.Task, len(keys))
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("get %s: %w", k, err)
+		}
+		t, err := taskstate.Decode(e.Value(), e.Revision())
+		if err != nil {
+			return nil, fmt.Errorf("record %s: %w", k, err)
+		}
+		out[k] = t
+	}
+	return out, nil
+}
+
+func redisRecords(ctx context.Context, url, keyPrefix string) (map[string]*taskstate.Task, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	out := map[string]*taskstate.Task{}
+	iter := rdb.Scan(ctx, 0, keyPrefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		v, err := rdb.HGet(ctx, key, "v").Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		t, err := taskstate.Decode([]byte(v), 0)
+		if err != nil {
+			return nil, fmt.Errorf("record %s: %w", key, err)
+		}
+		out[strings.TrimPrefix(key, keyPrefix)] = t
+	}
+	return out, iter.Err()
+}

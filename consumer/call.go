@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -55,6 +56,10 @@ type callState struct {
 // writes are refused from then on and its job is left to the broker.
 var ErrFenced = errors.New("consumer: lease lost: another run took the task over")
 
+// writeTimeout bounds one record write of a run, re-reads on conflict
+// included.
+const writeTimeout = 10 * time.Second
+
 // mutate writes the record starting from the newest version this run has
 // seen (see taskstate.MutateFrom) and remembers what it wrote. Once the run
 // holds the task (attempt set), every write is fenced on the attempt: the
@@ -64,6 +69,11 @@ func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) err
 	c.mu.Lock()
 	known := c.rec
 	c.mu.Unlock()
+	// A handler's ctx may allow minutes (the tool's timeout); a request in
+	// flight when the broker restarts gets no reply and would wait all of
+	// that while the lease keeper goes on renewing, so nobody would step in.
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	ctx, end := c.w.cfg.Telemetry.StartWrite(ctx, c.taskID)
 	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
 		if c.attempt > 0 && t.Attempt != c.attempt {

@@ -431,52 +431,6 @@ func pollInterval(t *taskstate.Task, now time.Time) int64 {
 	return min(max(now.Sub(t.CreatedAt)/5, 100*time.Millisecond), 5*time.Second).Milliseconds()
 }
 
-func taskFields(t *taskstate.Task, now time.Time) map[string]any {
-	m := map[string]any{
-		"taskId":        t.ID,
-		"status":        t.Status,
-		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
-	}
-	if t.TTLMs > 0 {
-		m["ttlMs"] = t.TTLMs
-	} else {
-		m["ttlMs"] = nil
-	}
-	m["pollIntervalMs"] = pollInterval(t, now)
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	}
-	return m
-}
-
-func (s *Server) createTaskResult(t *taskstate.Task) map[string]any {
-	m := taskFields(t, s.cfg.Now())
-	m["resultType"] = resultTask
-	m["_meta"] = s.resultMeta()
-	return m
-}
-
-// detailedTask is tasks/get's answer: the task plus what its status implies.
-func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
-	m := taskFields(t, s.cfg.Now())
-	m["resultType"] = resultComplete
-	switch t.Status {
-	case taskstate.Completed:
-		m["result"] = reshape(t.Result, resultComplete, nil)
-	case taskstate.Failed:
-		if t.Error != nil {
-			m["error"] = t.Error
-		} else {
-			m["error"] = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
-		}
-	case taskstate.InputRequired:
-		m["inputRequests"] = t.InputRequests
-	}
-	m["_meta"] = s.resultMeta()
-	return m
-}
-
 type taskParams struct {
 	TaskID         string                     `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`

@@ -356,6 +356,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
+	if raw, ok := result.(json.RawMessage); ok && len(id) > 0 {
+		writeRaw(w, id, raw) // encoded already (wire.go)
+		return
+	}
 	writeJSON(w, http.StatusOK, response{JSONRPC: "2.0", ID: id, Result: result})
 }
 

@@ -354,7 +354,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		}
 		stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
 		defer stopWorker()
-		cli := newMCP(base+"/mcp", c.conc)
+		cli := newMCP(base, c.conc)
 		if err := waitTool(ctx, cli, worker, "noop"); err != nil {
 			return err
 		}
@@ -492,7 +492,7 @@ func waitTool(ctx context.Context, cli *mcp, p *proc, tool string) error {
 		if p.exited() {
 			return fmt.Errorf("worker exited: %v\n%s", p.err, p.out.String())
 		}
-		raw, err := cli.call(ctx, "tools/list", "", "", false)
+		raw, err := cli.call(ctx, "tools/list", "", "", false, nil)
 		if err == nil && strings.Contains(string(raw), `"name":"`+tool+`"`) {
 			return nil
 		}

@@ -98,7 +98,10 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 // headers mirroring the body.
 func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) {
 	var p modernParams
-	if len(req.Params) > 0 {
+	if req.spans != nil && req.spans.modernParams(req.body, &p) {
+		// decoded from checkBody's notes (fields.go)
+	} else if len(req.Params) > 0 {
+		p = modernParams{}
 		if err := json.Unmarshal(req.Params, &p); err != nil {
 			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid params: "+err.Error())
 		}

@@ -233,7 +233,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
+	if info.f.decodeRequest(body, &req) {
+		// decoded from checkBody's notes (fields.go)
+	} else if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
 			writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))

@@ -153,3 +153,16 @@ func (f *fieldSpans) modernParams(body []byte, p *modernParams) bool {
 	p.RequestState = f.params[parRequestState].in(body)
 	return true
 }
+
+// unmarshalString is json.Unmarshal into a string, without its scan and
+// reflection for a plain string (null leaves s as it is, as encoding/json does).
+func unmarshalString(raw []byte, s *string) error {
+	if string(raw) == "null" {
+		return nil
+	}
+	if v, ok := plainString(raw); ok && len(raw) > 0 {
+		*s = v
+		return nil
+	}
+	return json.Unmarshal(raw, s)
+}

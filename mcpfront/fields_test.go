@@ -57,12 +57,12 @@ func TestSpansMatchEncodingJSON(t *testing.T) {
 	for _, b := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},"_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28","other":1}}}`,
 		`{"jsonrpc":"2.0","id":"x","method":"tasks\/get","params":{"taskId":"T"}}`,          // escaped: encoding/json decodes it
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":null}`,                                // null params
-		`{"jsonrpc":null,"id":null,"method":null}`,                                           // nulls
-		`{"jsonrpc":2,"method":"m"}`,                                                         // wrong type: encoding/json's error
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`,                                 // params not an object
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`,                       // _meta not an object
-		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null,"URI":"u"}}`,            // uri folds
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":null}`,                               // null params
+		`{"jsonrpc":null,"id":null,"method":null}`,                                          // nulls
+		`{"jsonrpc":2,"method":"m"}`,                                                        // wrong type: encoding/json's error
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}`,                                // params not an object
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":"x"}}`,                      // _meta not an object
+		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":null,"URI":"u"}}`,           // uri folds
 		`{"jsonrpc":"2.0","id":1,"method":"m","params":{"_meta":{"tr\u0061ceparent":"t"}}}`, // escaped meta key
 		`{"jsonrpc":"2.0","id":1,"method":"\u00e9","params":{}}`,
 		`{"jsonrpc":"2.0","id":1,"method":"é","params":{"name":"\u00e9"}}`,

@@ -112,7 +112,7 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	}
 	var version string
 	if raw, ok := p.Meta[metaVersion]; ok {
-		if err := json.Unmarshal(raw, &version); err != nil {
+		if err := unmarshalString(raw, &version); err != nil {
 			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta: "+metaVersion+" must be a string")
 		}
 	}
@@ -181,7 +181,7 @@ func checkRoutingHeaders(r *http.Request, req *request, p *modernParams) *rpcErr
 	}
 	var want string
 	if raw != nil {
-		if err := json.Unmarshal(raw, &want); err != nil {
+		if err := unmarshalString(raw, &want); err != nil {
 			return errorf(codeInvalidParams, http.StatusOK, fmt.Sprintf("invalid params: %q must be a string", field))
 		}
 	}
@@ -297,7 +297,7 @@ func (c *call) callParams() (*callParams, *rpcError) {
 		name string
 	}{{c.p.Name, &p.Name, "name"}, {c.p.RequestState, &p.RequestState, "requestState"}} {
 		if f.raw != nil && string(f.raw) != "null" {
-			if err := json.Unmarshal(f.raw, f.into); err != nil {
+			if err := unmarshalString(f.raw, f.into); err != nil {
 				return nil, invalidParams(fmt.Sprintf("invalid params: %q must be a string", f.name))
 			}
 		}
@@ -448,7 +448,7 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
 	}
 	var p taskParams
-	if c.p.TaskID != nil && json.Unmarshal(c.p.TaskID, &p.TaskID) != nil {
+	if c.p.TaskID != nil && unmarshalString(c.p.TaskID, &p.TaskID) != nil {
 		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
 	}
 	if c.p.InputResponses != nil && json.Unmarshal(c.p.InputResponses, &p.InputResponses) != nil {

@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -139,6 +140,8 @@ type backendRun struct {
 	task, sync, task1, sync1 *result
 	syncRand                 *result // sync, one at a time, randomly timed
 	rss                      *rssRun // --phase rss
+	idle                     *result // no calls: the cost of waiting for work
+	idleCmds                 float64 // asynq: Redis commands/s while idle
 	durability               string
 	err                      error
 }
@@ -462,7 +465,49 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		return err
 	}
 	r.syncRand.noRate = true
+
+	// Waiting for work is not free when the consumer polls.
+	phase("(f) idle: no calls")
+	w = window()
+	cpu := watchCPU(pids, w)
+	if err := sleepCtx(ctx, time.Until(w.from)); err != nil {
+		return err
+	}
+	cmds0, _ := redisCommands(ctx, c.redisURL, name)
+	if err := sleepCtx(ctx, time.Until(w.to)); err != nil {
+		return err
+	}
+	cmds1, _ := redisCommands(ctx, c.redisURL, name)
+	r.idle = &result{name: "(f)  idle: no calls", window: w.to.Sub(w.from), noRate: true, cpu: cpu.wait()}
+	if cmds1 > cmds0 {
+		r.idleCmds = float64(cmds1-cmds0) / w.to.Sub(w.from).Seconds()
+	}
 	return checkAlive()
+}
+
+// redisCommands is Redis's count of commands processed so far (asynq only).
+func redisCommands(ctx context.Context, url, broker string) (int64, error) {
+	if broker != "asynq" {
+		return 0, nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "total_commands_processed:"); ok {
+			var n int64
+			_, err := fmt.Sscan(v, &n)
+			return n, err
+		}
+	}
+	return 0, errors.New("no total_commands_processed in INFO stats")
 }
 
 func redisInfo(ctx context.Context, url string) (pid int, durability, version string, err error) {

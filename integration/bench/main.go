@@ -423,6 +423,13 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	phase(fmt.Sprintf("(b) task path, %d clients", c.conc))
 	w := window()
 	wait := profileProcs(ctx, targets, w, prof)("task")
+	if p := prof("task-bench"); p != "" { // the clients
+		stop, err := profileWindow(p, w)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	if r.task, err = drive(ctx, "(b)  task path: tools/call → tasks/get polls", c.conc, w, pids, taskOp); err != nil {
 		return err
 	}

@@ -38,6 +38,7 @@ type bodyInfo struct {
 	id        []byte // the envelope's raw "id" value, when seen
 	argsLen   int    // bytes of params.arguments (0: absent)
 	inputKeys int    // members of params.inputResponses when an object
+	f         fieldSpans
 }
 
 // bodyError is a refusal from checkBody. id is the envelope's id when it was
@@ -65,6 +66,7 @@ const (
 	roleArgs          // params.arguments
 	roleInputs        // params.inputResponses
 	roleID            // envelope.id
+	roleMeta          // params._meta
 )
 
 // strict reports whether keys of this object are also compared case-folded.
@@ -514,6 +516,7 @@ func (s *scanner) object(depth int, r role) *scanFailure {
 		if child == roleArgs {
 			s.info.argsLen = s.i - start
 		}
+		s.capture(r, kb, start, s.i)
 		n++
 		s.ws()
 		if s.i >= len(s.b) {
@@ -558,6 +561,8 @@ func childRole(r role, k []byte) role {
 			return roleArgs
 		case "inputResponses":
 			return roleInputs
+		case "_meta":
+			return roleMeta
 		}
 	}
 	return roleOther

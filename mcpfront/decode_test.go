@@ -247,6 +247,9 @@ func FuzzDecode(f *testing.F) {
 		case err == nil && (info.argsLen != ref.argsLen || info.inputKeys != ref.inputKeys):
 			t.Fatalf("info %+v, reference %+v: %q", info, ref, b)
 		}
+		if err == nil {
+			checkSpans(t, b, &info)
+		}
 		if err != nil && !utf8.ValidString(err.msg) {
 			t.Fatalf("message is not UTF-8: %q", err.msg)
 		}

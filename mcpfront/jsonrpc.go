@@ -26,6 +26,11 @@ type request struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   json.RawMessage `json:"error,omitempty"`
+
+	// Where checkBody found the members (fields.go), when they came from
+	// there; nil when encoding/json decoded the request.
+	spans *fieldSpans
+	body  []byte
 }
 
 func (r *request) isNotification() bool { return len(r.ID) == 0 && r.Method != "" }

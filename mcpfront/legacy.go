@@ -334,7 +334,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 
 // replyOutcome answers with what the call would have returned: the result
 // (tool errors included), or the JSON-RPC error of a failed task.
-func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta map[string]any) {
+func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMessage) {
 	switch t.Status {
 	case taskstate.Completed:
 		out.result(reshape(t.Result, "", meta))
@@ -428,7 +428,7 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 		if err != nil {
 			return // the client went away; the task goes on
 		}
-		s.replyOutcome(out, final, map[string]any{metaRelatedTask: map[string]any{"taskId": t.ID}})
+		s.replyOutcome(out, final, relatedTaskMeta(t.ID))
 	}
 }
 

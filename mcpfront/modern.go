@@ -100,7 +100,10 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 // headers mirroring the body.
 func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) {
 	var p modernParams
-	if len(req.Params) > 0 {
+	if req.spans != nil && req.spans.modernParams(req.body, &p) {
+		// decoded from checkBody's notes (fields.go)
+	} else if len(req.Params) > 0 {
+		p = modernParams{}
 		if err := json.Unmarshal(req.Params, &p); err != nil {
 			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid params: "+err.Error())
 		}
@@ -111,7 +114,7 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	}
 	var version string
 	if raw, ok := p.Meta[metaVersion]; ok {
-		if err := json.Unmarshal(raw, &version); err != nil {
+		if err := unmarshalString(raw, &version); err != nil {
 			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta: "+metaVersion+" must be a string")
 		}
 	}
@@ -180,7 +183,7 @@ func checkRoutingHeaders(r *http.Request, req *request, p *modernParams) *rpcErr
 	}
 	var want string
 	if raw != nil {
-		if err := json.Unmarshal(raw, &want); err != nil {
+		if err := unmarshalString(raw, &want); err != nil {
 			return errorf(codeInvalidParams, http.StatusOK, fmt.Sprintf("invalid params: %q must be a string", field))
 		}
 	}
@@ -296,7 +299,7 @@ func (c *call) callParams() (*callParams, *rpcError) {
 		name string
 	}{{c.p.Name, &p.Name, "name"}, {c.p.RequestState, &p.RequestState, "requestState"}} {
 		if f.raw != nil && string(f.raw) != "null" {
-			if err := json.Unmarshal(f.raw, f.into); err != nil {
+			if err := unmarshalString(f.raw, f.into); err != nil {
 				return nil, invalidParams(fmt.Sprintf("invalid params: %q must be a string", f.name))
 			}
 		}
@@ -433,52 +436,6 @@ func pollInterval(t *taskstate.Task, now time.Time) int64 {
 	return min(max(now.Sub(t.CreatedAt)/5, 100*time.Millisecond), 5*time.Second).Milliseconds()
 }
 
-func taskFields(t *taskstate.Task, now time.Time) map[string]any {
-	m := map[string]any{
-		"taskId":        t.ID,
-		"status":        t.Status,
-		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
-	}
-	if t.TTLMs > 0 {
-		m["ttlMs"] = t.TTLMs
-	} else {
-		m["ttlMs"] = nil
-	}
-	m["pollIntervalMs"] = pollInterval(t, now)
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	}
-	return m
-}
-
-func (s *Server) createTaskResult(t *taskstate.Task) map[string]any {
-	m := taskFields(t, s.cfg.Now())
-	m["resultType"] = resultTask
-	m["_meta"] = s.resultMeta()
-	return m
-}
-
-// detailedTask is tasks/get's answer: the task plus what its status implies.
-func (s *Server) detailedTask(t *taskstate.Task) map[string]any {
-	m := taskFields(t, s.cfg.Now())
-	m["resultType"] = resultComplete
-	switch t.Status {
-	case taskstate.Completed:
-		m["result"] = reshape(t.Result, resultComplete, nil)
-	case taskstate.Failed:
-		if t.Error != nil {
-			m["error"] = t.Error
-		} else {
-			m["error"] = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
-		}
-	case taskstate.InputRequired:
-		m["inputRequests"] = t.InputRequests
-	}
-	m["_meta"] = s.resultMeta()
-	return m
-}
-
 type taskParams struct {
 	TaskID         string                     `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -493,7 +450,7 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
 	}
 	var p taskParams
-	if c.p.TaskID != nil && json.Unmarshal(c.p.TaskID, &p.TaskID) != nil {
+	if c.p.TaskID != nil && unmarshalString(c.p.TaskID, &p.TaskID) != nil {
 		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
 	}
 	if c.p.InputResponses != nil && json.Unmarshal(c.p.InputResponses, &p.InputResponses) != nil {

@@ -1,6 +1,7 @@
 package mcpfront
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -172,6 +173,9 @@ func (s *Server) inputRequiredReply(tool string, args json.RawMessage, answers m
 
 // isInputRequired reports whether a stored result is an MRTR outcome.
 func isInputRequired(result json.RawMessage) bool {
+	if !bytes.Contains(result, []byte(resultInputRequired)) {
+		return false // most results: no decode
+	}
 	var r struct {
 		ResultType string `json:"resultType"`
 	}

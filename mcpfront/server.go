@@ -247,7 +247,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
+	if info.f.decodeRequest(body, &req) {
+		// decoded from checkBody's notes (fields.go)
+	} else if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
 			writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
@@ -372,6 +374,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeResult(w http.ResponseWriter, id json.RawMessage, result any) {
+	if raw, ok := result.(json.RawMessage); ok && len(id) > 0 {
+		writeRaw(w, id, raw) // encoded already (wire.go)
+		return
+	}
 	writeJSON(w, http.StatusOK, response{JSONRPC: "2.0", ID: id, Result: result})
 }
 

@@ -84,7 +84,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		out.result(reply)
 	case final.Status == taskstate.Completed:
-		out.result(reshape(final.Result, resultComplete, s.resultMeta()))
+		out.result(reshape(final.Result, resultComplete, s.appendResultMeta(nil)))
 	case final.Status == taskstate.Failed:
 		out.fail(storedError(final.Error))
 	default:
@@ -153,32 +153,6 @@ func (r *replier) fail(e *rpcError) {
 		return
 	}
 	writeError(r.w, r.id, e)
-}
-
-// reshape re-encodes a stored result (CallToolResult or GetPromptResult) for
-// the wire in one pass: it sets resultType (unless rt is "") and adds meta's
-// entries to the result's own _meta.
-func reshape(result json.RawMessage, rt string, meta map[string]any) json.RawMessage {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(result, &m); err != nil || m == nil {
-		m = map[string]json.RawMessage{"content": json.RawMessage("[]")}
-	}
-	if rt != "" {
-		m["resultType"], _ = json.Marshal(rt)
-	}
-	if len(meta) > 0 {
-		var own map[string]json.RawMessage
-		_ = json.Unmarshal(m["_meta"], &own)
-		if own == nil {
-			own = map[string]json.RawMessage{}
-		}
-		for k, v := range meta {
-			own[k], _ = json.Marshal(v)
-		}
-		m["_meta"], _ = json.Marshal(own)
-	}
-	b, _ := json.Marshal(m)
-	return b
 }
 
 func acceptsSSE(r *http.Request) bool {

@@ -161,11 +161,22 @@ func (t *Task) Clone() *Task {
 	return &c
 }
 
-// Encode and Decode are the one serialization every store uses.
-func Encode(t *Task) ([]byte, error) { return json.Marshal(t) }
+// Encode and Decode are the one serialization every store uses: the JSON
+// encoding/json reads and writes for Task (see codec.go).
+func Encode(t *Task) ([]byte, error) {
+	if b, ok := appendRecord(make([]byte, 0, 320+len(t.Arguments)+len(t.Result)), t); ok {
+		return b, nil
+	}
+	return json.Marshal(t)
+}
 
 func Decode(b []byte, rev uint64) (*Task, error) {
 	var t Task
+	if json.Valid(b) && decodeRecord(b, &t) {
+		t.Revision = rev
+		return &t, nil
+	}
+	t = Task{}
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, fmt.Errorf("taskstate: decode record: %w", err)
 	}

@@ -6,35 +6,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // mcp is a lean 2026-07-28 client: the harness's wire (headers, _meta,
-// capabilities), without per-call maps, on a transport that keeps one idle
-// connection per concurrent caller.
+// capabilities), without per-call maps, on keep-alive connections (one per
+// concurrent caller, see conns).
 type mcp struct {
-	url string
-	hc  *http.Client
-	seq atomic.Int64
+	path string
+	pool *conns
+	seq  atomic.Int64
 }
 
-func newMCP(url string, conc int) *mcp {
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        2*conc + 8,
-		MaxIdleConnsPerHost: 2*conc + 8,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-		ForceAttemptHTTP2:   false,
-	}
-	return &mcp{url: url, hc: &http.Client{Transport: tr, Timeout: 3 * time.Minute}}
+// newMCP returns a client of the api at base ("http://host:port").
+func newMCP(base string, conc int) *mcp {
+	return &mcp{path: "/mcp", pool: newConns(strings.TrimPrefix(base, "http://"), conc+8)}
 }
 
 const (
@@ -51,8 +41,9 @@ type rpcError struct {
 func (e *rpcError) Error() string { return fmt.Sprintf("rpc error %d: %s", e.Code, e.Message) }
 
 // call sends one request; params is the inside of the params object without
-// _meta; name goes in Mcp-Name. It returns the raw result.
-func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool) (json.RawMessage, error) {
+// _meta; name goes in Mcp-Name. It decodes the reply's result into result
+// (any JSON-RPC error is returned as *rpcError) and returns the raw reply.
+func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool, result any) ([]byte, error) {
 	caps := capsPlain
 	if tasks {
 		caps = capsTasks
@@ -71,41 +62,34 @@ func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool)
 	b = append(b, caps...)
 	b = append(b, `}}}`...)
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
-	h := req.Header
-	h["Content-Type"] = []string{"application/json"}
-	h["Accept"] = []string{"application/json, text/event-stream"}
-	h["Mcp-Protocol-Version"] = []string{"2026-07-28"}
-	h["Mcp-Method"] = []string{method}
+	h := make([]byte, 0, 128)
+	h = append(h, "Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: "...)
+	h = append(h, method...)
+	h = append(h, "\r\n"...)
 	if name != "" {
-		h["Mcp-Name"] = []string{name}
+		h = append(h, "Mcp-Name: "...)
+		h = append(h, name...)
+		h = append(h, "\r\n"...)
 	}
-	resp, err := m.hc.Do(req)
+	resp, err := m.pool.post(ctx, m.path, h, b)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	if ct := resp.Header.Get("Content-Type"); len(ct) >= 17 && ct[:17] == "text/event-stream" {
+	raw := resp.body
+	if resp.sse {
 		raw = lastSSEData(raw)
 	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
-	}
+	env := struct {
+		Result any       `json:"result"`
+		Error  *rpcError `json:"error"`
+	}{Result: result}
 	if err := json.Unmarshal(raw, &env); err != nil {
-		return nil, fmt.Errorf("HTTP %d: undecodable body %.200q", resp.StatusCode, raw)
+		return raw, fmt.Errorf("HTTP %d: undecodable body %.200q", resp.status, raw)
 	}
 	if env.Error != nil {
-		return nil, env.Error
+		return raw, env.Error
 	}
-	return env.Result, nil
+	return raw, nil
 }
 
 func lastSSEData(b []byte) []byte {
@@ -124,15 +108,15 @@ var errToolError = errors.New("tool returned isError: true")
 // tasks/get every poll until the task is terminal.
 func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) {
 	t0 := time.Now()
-	raw, err := m.call(ctx, "tools/call", "noop", waitCall, true)
-	if err != nil {
-		return sample{}, fmt.Errorf("tools/call: %w", err)
-	}
 	var h struct {
 		ResultType string `json:"resultType"`
 		TaskID     string `json:"taskId"`
 	}
-	if err := json.Unmarshal(raw, &h); err != nil || h.ResultType != "task" || h.TaskID == "" {
+	raw, err := m.call(ctx, "tools/call", "noop", waitCall, true, &h)
+	if err != nil {
+		return sample{}, fmt.Errorf("tools/call: %w", err)
+	}
+	if h.ResultType != "task" || h.TaskID == "" {
 		return sample{}, fmt.Errorf("tools/call: want a task handle, got %.200s", raw)
 	}
 	s := sample{create: time.Since(t0)}
@@ -140,11 +124,6 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 	for {
 		if err := sleepCtx(ctx, poll); err != nil {
 			return s, err
-		}
-		raw, err := m.call(ctx, "tasks/get", h.TaskID, get, true)
-		s.polls++
-		if err != nil {
-			return s, fmt.Errorf("tasks/get: %w", err)
 		}
 		var g struct {
 			Status        string    `json:"status"`
@@ -155,7 +134,9 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 			} `json:"result"`
 			Error *rpcError `json:"error"`
 		}
-		if err := json.Unmarshal(raw, &g); err != nil {
+		_, err := m.call(ctx, "tasks/get", h.TaskID, get, true, &g)
+		s.polls++
+		if err != nil {
 			return s, fmt.Errorf("tasks/get: %w", err)
 		}
 		switch g.Status {
@@ -181,15 +162,15 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 // the record to turn terminal and answers with the result inline.
 func (m *mcp) syncOnce(ctx context.Context) (sample, error) {
 	t0 := time.Now()
-	raw, err := m.call(ctx, "tools/call", "noop", waitCall, false)
-	if err != nil {
-		return sample{}, fmt.Errorf("tools/call: %w", err)
-	}
 	var r struct {
 		ResultType string `json:"resultType"`
 		IsError    bool   `json:"isError"`
 	}
-	if err := json.Unmarshal(raw, &r); err != nil || r.ResultType != "complete" {
+	raw, err := m.call(ctx, "tools/call", "noop", waitCall, false, &r)
+	if err != nil {
+		return sample{}, fmt.Errorf("tools/call: %w", err)
+	}
+	if r.ResultType != "complete" {
 		return sample{}, fmt.Errorf("tools/call: want a complete result, got %.200s", raw)
 	}
 	if r.IsError {

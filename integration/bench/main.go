@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,6 +46,10 @@ type config struct {
 	logLevel   string
 	redisURL   string
 	pprofDir   string
+	// --phase rss: api memory as tasks accumulate (rss.go) instead of (a)–(e)
+	phase              string
+	rssFirst, rssTasks int
+	rssSettle          time.Duration
 }
 
 func main() {
@@ -61,7 +66,15 @@ func main() {
 	fs.StringVar(&c.logLevel, "log-level", "warn", "--log-level of api and worker (info logs two lines per task)")
 	fs.StringVar(&c.redisURL, "redis", defaultRedis(), "asynq: Redis URL (env MCPQ_TEST_REDIS)")
 	fs.StringVar(&c.pprofDir, "pprof", "", "write CPU profiles here: the in-process ceiling, and api, worker (built with a pprof overlay) and nats-server during the C-concurrency task and sync phases")
+	fs.StringVar(&c.phase, "phase", "all", "all: phases (a)–(e); rss: the api's resident memory after --rss-first and --rss-tasks completed tasks")
+	fs.IntVar(&c.rssFirst, "rss-first", 10000, "rss: first reading after this many completed tasks")
+	fs.IntVar(&c.rssTasks, "rss-tasks", 100000, "rss: second reading after this many completed tasks")
+	fs.DurationVar(&c.rssSettle, "rss-settle", 5*time.Second, "rss: idle time before each reading")
 	_ = fs.Parse(os.Args[1:])
+	if c.phase != "all" && c.phase != "rss" || c.rssFirst < 1 || c.rssTasks < c.rssFirst {
+		fmt.Fprintln(os.Stderr, "bench: --phase all|rss, 1 ≤ --rss-first ≤ --rss-tasks")
+		os.Exit(2)
+	}
 	switch brokerFlag {
 	case "both":
 		c.brokers = []string{"nats", "asynq"}
@@ -126,6 +139,9 @@ type backendRun struct {
 	ceil, ceilOps            *result
 	task, sync, task1, sync1 *result
 	syncRand                 *result // sync, one at a time, randomly timed
+	rss                      *rssRun // --phase rss
+	idle                     *result // no calls: the cost of waiting for work
+	idleCmds                 float64 // asynq: Redis commands/s while idle
 	durability               string
 	err                      error
 }
@@ -155,11 +171,19 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		printBackend(os.Stdout, c, r)
+		if c.phase == "rss" {
+			if r.rss != nil {
+				printRSS(os.Stdout, c, r.name, r.rss)
+			}
+		} else {
+			printBackend(os.Stdout, c, r)
+		}
 		runs = append(runs, r)
 	}
-	printSummary(os.Stdout, c, runs)
-	printNotes(os.Stdout, c, runs)
+	if c.phase != "rss" {
+		printSummary(os.Stdout, c, runs)
+		printNotes(os.Stdout, c, runs)
+	}
 	for _, r := range runs {
 		if r.err != nil {
 			return fmt.Errorf("%s: %w", r.name, r.err)
@@ -291,7 +315,6 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 				defer drop()
 			}
 		}
-		phase := func(label string) { logf("%s: %s", name, label) }
 		prof := func(what string) string {
 			if c.pprofDir == "" {
 				return ""
@@ -299,129 +322,199 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 			return filepath.Join(c.pprofDir, name+"-"+what+".pprof")
 		}
 
-		// (a) the ceiling, in-process, before any api or worker runs.
-		co := opts
-		co.Prefix = prefix + "c1"
-		phase(fmt.Sprintf("(a) ceiling, in-process, %d in flight", c.conc))
-		res, err := ceiling(ctx, co, "(a)  ceiling: create+enqueue → Next → done+ack", bare, c.conc, c.warmup, c.duration, pids, prof("ceiling"))
-		if err != nil {
-			return fmt.Errorf("ceiling: %w", err)
-		}
-		r.ceil = res
-		co.Prefix = prefix + "c2"
-		phase("(a′) ceiling with the worker's record operations")
-		res, err = ceiling(ctx, co, "(a′) ceiling + worker's record ops", workerOps, c.conc, c.warmup, c.duration, pids, "")
-		if err != nil {
-			return fmt.Errorf("ceiling with worker ops: %w", err)
-		}
-		r.ceilOps = res
-
-		// api and one worker as separate processes.
-		port, err := freePort()
-		if err != nil {
+		if err := ceilings(ctx, c, r, opts, prefix, pids, prof); err != nil {
 			return err
 		}
-		var env []string
-		targets := map[string]string{}
-		if natsProfile != "" {
-			targets["nats-server"] = natsProfile
-		}
-		if c.pprofDir != "" {
-			ap, _ := freePort()
-			env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", ap)}
-			targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
-		}
-		common := append(append([]string{}, beArgs...), "--prefix", prefix, "--log-json", "--log-level", c.logLevel, "--shutdown-grace", "2s")
-		api, err := start("api", b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port))...)
-		if err != nil {
-			return err
-		}
-		stopAPI := cl.add("stop api", func() { api.stop(10 * time.Second) })
-		defer stopAPI()
-		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		if err := waitHealthy(ctx, api, base+"/healthz"); err != nil {
-			return err
-		}
-		env = nil
-		if c.pprofDir != "" {
-			wp, _ := freePort()
-			env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", wp)}
-			targets["worker"] = fmt.Sprintf("http://127.0.0.1:%d", wp)
-		}
-		worker, err := start("worker", b.worker, env, append(common, "--concurrency", fmt.Sprint(c.workerConc))...)
-		if err != nil {
-			return err
-		}
-		stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
-		defer stopWorker()
-		cli := newMCP(base+"/mcp", c.conc)
-		if err := waitTool(ctx, cli, worker, "noop"); err != nil {
-			return err
-		}
-		pids["api"], pids["worker"] = api.pid(), worker.pid()
-
-		window := func() window {
-			begin := time.Now()
-			return window{from: begin.Add(c.warmup), to: begin.Add(c.warmup + c.duration)}
-		}
-		taskOp := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.poll) }
-		checkAlive := func() error {
-			for _, p := range []*proc{api, worker} {
-				if p.exited() {
-					return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
-				}
-			}
-			return nil
-		}
-
-		phase(fmt.Sprintf("(b) task path, %d clients", c.conc))
-		w := window()
-		wait := profileProcs(ctx, targets, w, prof)("task")
-		if r.task, err = drive(ctx, "(b)  task path: tools/call → tasks/get polls", c.conc, w, pids, taskOp); err != nil {
-			return err
-		}
-		wait()
-		if err := checkAlive(); err != nil {
-			return err
-		}
-
-		phase(fmt.Sprintf("(c) sync path, %d clients", c.conc))
-		w = window()
-		wait = profileProcs(ctx, targets, w, prof)("sync")
-		if r.sync, err = drive(ctx, "(c)  sync path: tools/call, result inline", c.conc, w, pids, cli.syncOnce); err != nil {
-			return err
-		}
-		wait()
-		if err := checkAlive(); err != nil {
-			return err
-		}
-
-		phase("(d) task path, one at a time")
-		if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOp); err != nil {
-			return err
-		}
-		phase("(d) sync path, one at a time")
-		if r.sync1, err = drive(ctx, "(d)  sync path, one at a time", 1, window(), pids, cli.syncOnce); err != nil {
-			return err
-		}
-		// Back-to-back calls arrive just after the worker finished the
-		// previous one, in step with a polling consumer; randomly timed
-		// calls show the pickup a lone caller sees.
-		pause := max(200*time.Millisecond, 2*c.asynqPoll)
-		phase(fmt.Sprintf("(e) sync path, one at a time, random 0–%s pause between calls", pause))
-		randomly := func(ctx context.Context) (sample, error) {
-			if err := sleepCtx(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
-				return sample{}, err
-			}
-			return cli.syncOnce(ctx)
-		}
-		if r.syncRand, err = drive(ctx, fmt.Sprintf("(e)  sync, one at a time, 0–%s pauses", pause), 1, window(), pids, randomly); err != nil {
-			return err
-		}
-		r.syncRand.noRate = true
-		return checkAlive()
+		return r.measureProcs(ctx, c, b, beArgs, prefix, pids, natsProfile, prof, cl)
 	}()
 	return r
+}
+
+// ceilings runs (a) and (a′) in-process, before any api or worker runs.
+func ceilings(ctx context.Context, c *config, r *backendRun, opts wiring.Options, prefix string, pids map[string]int, prof func(string) string) error {
+	if c.phase == "rss" {
+		return nil
+	}
+	phase := func(label string) { logf("%s: %s", r.name, label) }
+	co := opts
+	co.Prefix = prefix + "c1"
+	phase(fmt.Sprintf("(a) ceiling, in-process, %d in flight", c.conc))
+	res, err := ceiling(ctx, co, "(a)  ceiling: create+enqueue → Next → done+ack", bare, c.conc, c.warmup, c.duration, pids, prof("ceiling"))
+	if err != nil {
+		return fmt.Errorf("ceiling: %w", err)
+	}
+	r.ceil = res
+	co.Prefix = prefix + "c2"
+	phase("(a′) ceiling with the worker's record operations")
+	res, err = ceiling(ctx, co, "(a′) ceiling + worker's record ops", workerOps, c.conc, c.warmup, c.duration, pids, "")
+	if err != nil {
+		return fmt.Errorf("ceiling with worker ops: %w", err)
+	}
+	r.ceilOps = res
+	return nil
+}
+
+// measureProcs starts api and one worker as separate processes and runs
+// (b)–(e), or the rss phase, against them.
+func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArgs []string, prefix string, pids map[string]int, natsProfile string, prof func(string) string, cl *cleanup) error {
+	name := r.name
+	phase := func(label string) { logf("%s: %s", name, label) }
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	var env []string
+	targets := map[string]string{}
+	if natsProfile != "" {
+		targets["nats-server"] = natsProfile
+	}
+	if c.pprofDir != "" {
+		ap, _ := freePort()
+		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", ap)}
+		targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
+	}
+	common := append(append([]string{}, beArgs...), "--prefix", prefix, "--log-json", "--log-level", c.logLevel, "--shutdown-grace", "2s")
+	api, err := start("api", b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port))...)
+	if err != nil {
+		return err
+	}
+	stopAPI := cl.add("stop api", func() { api.stop(10 * time.Second) })
+	defer stopAPI()
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if err := waitHealthy(ctx, api, base+"/healthz"); err != nil {
+		return err
+	}
+	env = nil
+	if c.pprofDir != "" {
+		wp, _ := freePort()
+		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", wp)}
+		targets["worker"] = fmt.Sprintf("http://127.0.0.1:%d", wp)
+	}
+	worker, err := start("worker", b.worker, env, append(common, "--concurrency", fmt.Sprint(c.workerConc))...)
+	if err != nil {
+		return err
+	}
+	stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
+	defer stopWorker()
+	cli := newMCP(base, c.conc)
+	if err := waitTool(ctx, cli, worker, "noop"); err != nil {
+		return err
+	}
+	pids["api"], pids["worker"] = api.pid(), worker.pid()
+	if c.phase == "rss" {
+		r.rss, err = runRSS(ctx, c, cli, api, worker)
+		return err
+	}
+
+	window := func() window {
+		begin := time.Now()
+		return window{from: begin.Add(c.warmup), to: begin.Add(c.warmup + c.duration)}
+	}
+	taskOp := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.poll) }
+	checkAlive := func() error {
+		for _, p := range []*proc{api, worker} {
+			if p.exited() {
+				return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+			}
+		}
+		return nil
+	}
+
+	phase(fmt.Sprintf("(b) task path, %d clients", c.conc))
+	w := window()
+	wait := profileProcs(ctx, targets, w, prof)("task")
+	if p := prof("task-bench"); p != "" { // the clients
+		stop, err := profileWindow(p, w)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if r.task, err = drive(ctx, "(b)  task path: tools/call → tasks/get polls", c.conc, w, pids, taskOp); err != nil {
+		return err
+	}
+	wait()
+	if err := checkAlive(); err != nil {
+		return err
+	}
+
+	phase(fmt.Sprintf("(c) sync path, %d clients", c.conc))
+	w = window()
+	wait = profileProcs(ctx, targets, w, prof)("sync")
+	if r.sync, err = drive(ctx, "(c)  sync path: tools/call, result inline", c.conc, w, pids, cli.syncOnce); err != nil {
+		return err
+	}
+	wait()
+	if err := checkAlive(); err != nil {
+		return err
+	}
+
+	phase("(d) task path, one at a time")
+	if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOp); err != nil {
+		return err
+	}
+	phase("(d) sync path, one at a time")
+	if r.sync1, err = drive(ctx, "(d)  sync path, one at a time", 1, window(), pids, cli.syncOnce); err != nil {
+		return err
+	}
+	// Back-to-back calls arrive just after the worker finished the
+	// previous one, in step with a polling consumer; randomly timed
+	// calls show the pickup a lone caller sees.
+	pause := max(200*time.Millisecond, 2*c.asynqPoll)
+	phase(fmt.Sprintf("(e) sync path, one at a time, random 0–%s pause between calls", pause))
+	randomly := func(ctx context.Context) (sample, error) {
+		if err := sleepCtx(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
+			return sample{}, err
+		}
+		return cli.syncOnce(ctx)
+	}
+	if r.syncRand, err = drive(ctx, fmt.Sprintf("(e)  sync, one at a time, 0–%s pauses", pause), 1, window(), pids, randomly); err != nil {
+		return err
+	}
+	r.syncRand.noRate = true
+
+	// Waiting for work is not free when the consumer polls.
+	phase("(f) idle: no calls")
+	w = window()
+	cpu := watchCPU(pids, w)
+	if err := sleepCtx(ctx, time.Until(w.from)); err != nil {
+		return err
+	}
+	cmds0, _ := redisCommands(ctx, c.redisURL, name)
+	if err := sleepCtx(ctx, time.Until(w.to)); err != nil {
+		return err
+	}
+	cmds1, _ := redisCommands(ctx, c.redisURL, name)
+	r.idle = &result{name: "(f)  idle: no calls", window: w.to.Sub(w.from), noRate: true, cpu: cpu.wait()}
+	if cmds1 > cmds0 {
+		r.idleCmds = float64(cmds1-cmds0) / w.to.Sub(w.from).Seconds()
+	}
+	return checkAlive()
+}
+
+// redisCommands is Redis's count of commands processed so far (asynq only).
+func redisCommands(ctx context.Context, url, broker string) (int64, error) {
+	if broker != "asynq" {
+		return 0, nil
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return 0, err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	info, err := rdb.Info(ctx, "stats").Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "total_commands_processed:"); ok {
+			var n int64
+			_, err := fmt.Sscan(v, &n)
+			return n, err
+		}
+	}
+	return 0, errors.New("no total_commands_processed in INFO stats")
 }
 
 func redisInfo(ctx context.Context, url string) (pid int, durability, version string, err error) {
@@ -492,7 +585,7 @@ func waitTool(ctx context.Context, cli *mcp, p *proc, tool string) error {
 		if p.exited() {
 			return fmt.Errorf("worker exited: %v\n%s", p.err, p.out.String())
 		}
-		raw, err := cli.call(ctx, "tools/list", "", "", false)
+		raw, err := cli.call(ctx, "tools/list", "", "", false, nil)
 		if err == nil && strings.Contains(string(raw), `"name":"`+tool+`"`) {
 			return nil
 		}

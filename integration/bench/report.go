@@ -68,6 +68,14 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		}
 		fmt.Fprintln(w)
 	}
+	if r.idle != nil {
+		fmt.Fprintf(w, "(f) idle, no calls for %s: CPU %% of one core: api %.1f, worker %.1f, broker %.1f",
+			r.idle.window, r.idle.cpu["api"], r.idle.cpu["worker"], r.idle.cpu["broker"])
+		if r.name == "asynq" {
+			fmt.Fprintf(w, "; Redis served %.0f commands/s (the worker's polls at --asynq-poll %s, Asynq's own housekeeping, and any other Redis client on the machine)", r.idleCmds, c.asynqPoll)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "durability: %s\n", r.durability)
 	for _, res := range r.results() {
 		if res.errs > 0 {
@@ -155,8 +163,8 @@ notes:
   each job, taskstate.Mutate writes it completed, then Ack. Same seams and configuration as the
   binaries (internal/wiring: natsbroker+natskv / asynqbroker+redisstate), own prefix.
   end-to-end = record createdAt → ack. (a′) adds the record work consumer.Worker does for this
-  tool: Get, take (attempt+lease), the handler's Progress statusMessage, finish — 1 read and
-  3 read-compare-and-set writes per task where (a) has one.
+  tool: Get, take (attempt+lease), finish, each write starting from the version just read or
+  written — 1 read and 2 compare-and-set writes per task where (a) has one write.
 - (b) task path: api and worker are separate processes; each client loops tools/call (tasks
   extension) → tasks/get every %[2]s until completed. create = the tools/call round trip (record +
   job durable); end-to-end = call start → completed seen, so it includes polling lag (up to one

@@ -1,0 +1,105 @@
+package mcpfront
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// reshape's splice (results that carry neither key) and its map path must
+// give the same JSON values.
+func TestReshape(t *testing.T) {
+	meta := json.RawMessage(`{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}`)
+	for _, c := range []struct {
+		result string
+		rt     string
+		meta   json.RawMessage
+		want   string
+	}{
+		{`{"content":[{"type":"text","text":"ok"}]}`, "complete", nil, `{"content":[{"type":"text","text":"ok"}],"resultType":"complete"}`},
+		{`{"content":[]}`, "complete", meta, `{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}}`},
+		{`{}`, "complete", meta, `{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}}`},
+		{`{}`, "", nil, `{}`},
+		{` { "a" : 1 } `, "", meta, `{"a":1,"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}}`},
+		// The result's own _meta is kept and merged.
+		{`{"content":[],"_meta":{"mine":true}}`, "complete", meta, `{"content":[],"resultType":"complete","_meta":{"mine":true,"io.modelcontextprotocol/serverInfo":{"name":"x","version":"1"}}}`},
+		// A resultType the result carries is replaced.
+		{`{"resultType":"other","content":[]}`, "complete", nil, `{"content":[],"resultType":"complete"}`},
+		// Not an object: an empty content list.
+		{`[1]`, "complete", nil, `{"content":[],"resultType":"complete"}`},
+		{``, "", nil, `{"content":[]}`},
+	} {
+		got := reshape(json.RawMessage(c.result), c.rt, c.meta)
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("reshape(%s) = %s: not JSON: %v", c.result, got, err)
+		}
+		_ = json.Unmarshal([]byte(c.want), &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("reshape(%s, %q, %s) = %s, want %s", c.result, c.rt, c.meta, got, c.want)
+		}
+	}
+}
+
+// appendTask writes what encoding/json writes for the same fields.
+func TestAppendTaskMatchesEncodingJSON(t *testing.T) {
+	s := New(nil, nil, nil, nil, &Config{Name: "srv <&>", Version: "1\u2028", StateKey: []byte("k")})
+	now := time.Date(2026, 11, 30, 8, 0, 0, 120000000, time.UTC)
+	s.cfg.Now = func() time.Time { return now.Add(time.Second) }
+	base := taskstate.Task{ID: "ABCDEFGHIJKLMNOPQRSTUVWXYZ", Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60000, PollIntervalMs: 500}
+	cases := map[string]func(*taskstate.Task){
+		"working":   func(*taskstate.Task) {},
+		"no ttl":    func(t *taskstate.Task) { t.TTLMs = 0 },
+		"message":   func(t *taskstate.Task) { t.StatusMessage = "half \"done\" <now>\n" },
+		"completed": func(t *taskstate.Task) { t.Status = taskstate.Completed; t.Result = json.RawMessage(`{"content":[]}`) },
+		"failed": func(t *taskstate.Task) {
+			t.Status = taskstate.Failed
+			t.Error = &taskstate.RPCError{Code: -1, Message: "m"}
+		},
+		"failed without error": func(t *taskstate.Task) { t.Status = taskstate.Failed },
+		"input": func(t *taskstate.Task) {
+			t.Status = taskstate.InputRequired
+			t.InputRequests = map[string]json.RawMessage{"k": json.RawMessage(`{"method":"elicitation/create"}`)}
+		},
+	}
+	for name, edit := range cases {
+		tk := base
+		edit(&tk)
+		want := map[string]any{
+			"resultType": "complete", "taskId": tk.ID, "status": tk.Status,
+			"createdAt": tk.CreatedAt.Format(time.RFC3339Nano), "lastUpdatedAt": tk.LastUpdatedAt.Format(time.RFC3339Nano),
+			"ttlMs": nil, "pollIntervalMs": pollInterval(&tk, s.cfg.Now()),
+			"_meta": map[string]any{metaServerInfo: map[string]any{"name": s.cfg.Name, "version": s.cfg.Version}},
+		}
+		if tk.TTLMs > 0 {
+			want["ttlMs"] = tk.TTLMs
+		}
+		if tk.StatusMessage != "" {
+			want["statusMessage"] = tk.StatusMessage
+		}
+		switch tk.Status {
+		case taskstate.Completed:
+			want["result"] = map[string]any{"content": []any{}, "resultType": "complete"}
+		case taskstate.Failed:
+			want["error"] = tk.Error
+			if tk.Error == nil {
+				want["error"] = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
+			}
+		case taskstate.InputRequired:
+			want["inputRequests"] = tk.InputRequests
+		}
+		wb, _ := json.Marshal(want)
+		var w, g any
+		_ = json.Unmarshal(wb, &w)
+		got := s.detailedTask(&tk)
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("%s: %s is not JSON: %v", name, got, err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("%s:\n got %s\nwant %s", name, got, wb)
+		}
+	}
+}

@@ -48,6 +48,7 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 		w.time(`,"expires":`, l.Expires)
 		w.b = append(w.b, '}')
 	}
+	w.num(`,"requeues":`, int64(t.Requeues), true)
 	w.rawMap(`,"meta":`, t.Meta)
 	return append(w.b, '}'), w.ok
 }
@@ -367,6 +368,8 @@ func (d *recordReader) field(key []byte, t *Task) bool {
 		return d.int(&t.PollIntervalMs)
 	case "attempt":
 		return d.smallInt(&t.Attempt)
+	case "requeues":
+		return d.smallInt(&t.Requeues)
 	case "arguments":
 		return d.raw(&t.Arguments)
 	case "result":

@@ -21,7 +21,7 @@ func codecRecords() []*Task {
 	}
 	add(func(t *Task) {})
 	add(func(t *Task) {
-		t.Kind, t.Owner, t.StatusMessage, t.PollIntervalMs, t.Attempt = KindPrompt, "alice", "half way", 500, 2
+		t.Kind, t.Owner, t.StatusMessage, t.PollIntervalMs, t.Attempt, t.Requeues = KindPrompt, "alice", "half way", 500, 2, 1
 		t.Arguments = json.RawMessage(`{"a":[1,2,{"b":null}],"c":"d"}`)
 		t.Lease = &Lease{Worker: "w-1", Expires: now.Add(30 * time.Second)}
 		t.Meta = map[string]json.RawMessage{"progressToken": json.RawMessage(`"p"`), "clientCapabilities": json.RawMessage(`{}`), "z": nil}
@@ -45,6 +45,29 @@ func codecRecords() []*Task {
 	add(func(t *Task) { t.Error = &RPCError{} })
 	add(func(t *Task) { t.InputRequests = map[string]json.RawMessage{} }) // empty: omitted
 	return out
+}
+
+// Every stored field of Task is set in some codec record, so a field added
+// to Task but not to the hand-written codec fails the match tests above
+// instead of silently going unstored.
+func TestCodecRecordsCoverEveryField(t *testing.T) {
+	typ := reflect.TypeFor[Task]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if !f.IsExported() || f.Tag.Get("json") == "-" {
+			continue
+		}
+		set := false
+		for _, r := range codecRecords() {
+			if !reflect.ValueOf(r).Elem().Field(i).IsZero() {
+				set = true
+				break
+			}
+		}
+		if !set {
+			t.Errorf("no codec record sets Task.%s: add it to codecRecords (and to the codec)", f.Name)
+		}
+	}
 }
 
 // Encode writes exactly what encoding/json writes (the records' raw values

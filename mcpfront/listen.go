@@ -288,9 +288,10 @@ func visibleState(t *taskstate.Task) string {
 // taskNotification is notifications/tasks for t: the DetailedTask tasks/get
 // would answer, tagged with the subscription.
 func (s *Server) taskNotification(t *taskstate.Task, sub json.RawMessage) []byte {
-	params := s.detailedTask(t)
+	var params map[string]json.RawMessage
+	_ = json.Unmarshal(s.detailedTask(t), &params)
 	delete(params, "resultType") // a result's field; the notification carries the task
-	params["_meta"] = map[string]any{metaSubscriptionID: sub}
+	params["_meta"], _ = json.Marshal(map[string]any{metaSubscriptionID: sub})
 	return notification("notifications/tasks", params)
 }
 

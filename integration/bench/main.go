@@ -42,6 +42,7 @@ type config struct {
 	conc       int
 	workerConc int
 	poll       time.Duration
+	pollOne    time.Duration
 	asynqPoll  time.Duration
 	logLevel   string
 	redisURL   string
@@ -62,6 +63,7 @@ func main() {
 	fs.IntVar(&c.conc, "concurrency", 64, "concurrent clients (task path, sync path) and in-flight tasks (ceiling)")
 	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker --concurrency (default: --concurrency)")
 	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "task path: fixed interval between tasks/get polls")
+	fs.DurationVar(&c.pollOne, "poll-one", 0, "task path one at a time (d): interval between tasks/get polls; 0 polls again as soon as an answer says working (one waiting client can afford that; 64 cannot)")
 	fs.DurationVar(&c.asynqPoll, "asynq-poll", 100*time.Millisecond, "asynq: --asynq-poll given to api, worker and the ceiling (the binaries' default is 100ms)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "--log-level of api and worker (info logs two lines per task)")
 	fs.StringVar(&c.redisURL, "redis", defaultRedis(), "asynq: Redis URL (env MCPQ_TEST_REDIS)")
@@ -84,7 +86,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: --broker must be nats, asynq or both, not %q\n", brokerFlag)
 		os.Exit(2)
 	}
-	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.poll <= 0 {
+	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.poll <= 0 || c.pollOne < 0 {
 		fmt.Fprintln(os.Stderr, "bench: --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --poll > 0")
 		os.Exit(2)
 	}
@@ -216,6 +218,7 @@ func printHeader(c *config, root string) {
 		modVersion("github.com/hibiken/asynq"), modVersion("github.com/redis/go-redis/v9"))
 	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get poll interval %s;\n",
 		c.duration, c.warmup, c.conc, c.workerConc, c.poll)
+	fmt.Printf("          one at a time (d): tasks/get poll interval %s (0: again as soon as an answer says working)\n", c.pollOne)
 	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll)
 	if c.pprofDir != "" {
 		fmt.Printf("          CPU profiles → %s (profiling perturbs the figures slightly)\n", c.pprofDir)
@@ -450,7 +453,8 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	}
 
 	phase("(d) task path, one at a time")
-	if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOp); err != nil {
+	taskOne := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.pollOne) }
+	if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOne); err != nil {
 		return err
 	}
 	phase("(d) sync path, one at a time")

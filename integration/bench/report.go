@@ -51,10 +51,17 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		}
 		fmt.Fprintln(w)
 	}
-	for _, res := range []*result{r.task, r.task1} {
+	for i, res := range []*result{r.task, r.task1} {
 		if res != nil && res.ops > 0 {
+			every := c.poll.String()
+			if i == 1 {
+				every = c.pollOne.String()
+				if c.pollOne == 0 {
+					every = "answer (back to back)"
+				}
+			}
 			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, every %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
-				res.label(), float64(res.polls)/float64(res.ops), res.conc, c.poll, float64(res.polls)/res.window.Seconds(), res.rate())
+				res.label(), float64(res.polls)/float64(res.ops), res.conc, every, float64(res.polls)/res.window.Seconds(), res.rate())
 		}
 	}
 	if r.sync1 != nil {

@@ -54,6 +54,12 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// StartRetry is how long Create keeps retrying a job publish that
+	// failed (a broker restarting, a cluster electing a stream leader)
+	// before it marks the task failed; the caller's ctx bounds it too.
+	// Publishing is deduped on the task id, so a retry never queues the job
+	// twice. Default 5s; negative: no retry.
+	StartRetry time.Duration
 	// AfterRecord, if set, runs after a task's record is written and before
 	// its job is published: a fault-injection point for tests of that gap.
 	AfterRecord func(*taskstate.Task)
@@ -80,6 +86,9 @@ func New(store taskstate.Store, exec Executor, cfg *Config) *Producer {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.StartRetry == 0 {
+		c.StartRetry = 5 * time.Second
 	}
 	return &Producer{store: store, exec: exec, cfg: c}
 }
@@ -147,7 +156,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	if err := p.exec.Start(ctx, JobFor(t)); err != nil {
+	if err := p.start(ctx, JobFor(t)); err != nil {
 		p.cfg.Logger.Error().Err(err).Str("task", id).Str("tool", r.Tool).Msg("job start failed; marking task failed")
 		// The caller's ctx may be what failed; the failure must still be recorded.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -170,6 +179,26 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	p.cfg.Logger.Info().Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
 		Str("era", string(r.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status)).Msg("task created")
 	return t, nil
+}
+
+// start publishes job, retrying for up to StartRetry (50 ms, 100 ms, … up
+// to 1 s apart) while the caller waits.
+func (p *Producer) start(ctx context.Context, job *broker.Job) error {
+	giveUp := time.Now().Add(p.cfg.StartRetry)
+	wait := 50 * time.Millisecond
+	for {
+		err := p.exec.Start(ctx, job)
+		if err == nil || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
+			return err
+		}
+		p.cfg.Logger.Warn().Err(err).Str("task", job.TaskID).Dur("retry_in", wait).Msg("job publish failed; retrying")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // JobFor is the job that runs t; after a requeue it carries the requeue's

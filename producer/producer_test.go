@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,7 +152,7 @@ func TestCreateStartFailureMarksTaskFailed(t *testing.T) {
 	st := newStore(t)
 	boom := errors.New("queue unavailable")
 	ex := &recorder{onStart: func(context.Context, *broker.Job) error { return boom }}
-	p := producer.New(st, ex, &producer.Config{Now: fixedNow})
+	p := producer.New(st, ex, &producer.Config{Now: fixedNow, StartRetry: -1})
 
 	tk, err := p.Create(t.Context(), &producer.Request{Tool: "render"})
 	if !errors.Is(err, producer.ErrStart) {
@@ -176,6 +177,32 @@ func TestCreateStartFailureMarksTaskFailed(t *testing.T) {
 	}
 	if tk == nil || tk.ID != rec.ID || tk.Status != taskstate.Failed {
 		t.Errorf("Create returned %+v, want the failed record", tk)
+	}
+}
+
+// A publish that fails for a moment (a broker restarting, a stream leader
+// election) is retried within StartRetry; the task starts normally, once.
+func TestCreateRetriesFailedStart(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	var failures atomic.Int32
+	ex := &recorder{onStart: func(context.Context, *broker.Job) error {
+		if failures.Add(1) <= 2 {
+			return errors.New("nats: no response from stream")
+		}
+		return nil
+	}}
+	p := producer.New(st, ex, &producer.Config{StartRetry: time.Minute})
+	tk, err := p.Create(t.Context(), &producer.Request{Tool: "render"})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	jobs := ex.jobs()
+	if len(jobs) != 3 || jobs[0].DedupeKey() != tk.ID || jobs[2].DedupeKey() != tk.ID {
+		t.Fatalf("start attempts %d, want 3 under the task id", len(jobs))
+	}
+	if rec := get(t, st, tk.ID); rec.Status != taskstate.Working {
+		t.Fatalf("record %s after a retried start, want working", rec.Status)
 	}
 }
 

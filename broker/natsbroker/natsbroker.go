@@ -175,6 +175,9 @@ type consumer struct {
 // the server (see release).
 const pullWait = 5 * time.Second
 
+// pullHeartbeat is how often the server signals an open pull is alive.
+const pullHeartbeat = time.Second
+
 func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 	for {
 		if err := ctx.Err(); err != nil {
@@ -187,7 +190,14 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 		// Not FetchContext: on cancel it drops a message already on its way
 		// to us, which then sits out a whole lease. We watch ctx ourselves
 		// and hand such a message back (release).
-		batch, err := c.c.Fetch(1, jetstream.FetchMaxWait(wait))
+		opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(wait)}
+		if wait >= 3*pullHeartbeat {
+			// Without heartbeats a pull sent to a server that then died
+			// waits out its whole expiry after the reconnect; with them
+			// it fails after two missed beats and is sent again.
+			opts = append(opts, jetstream.FetchHeartbeat(pullHeartbeat))
+		}
+		batch, err := c.c.Fetch(1, opts...)
 		if err != nil {
 			if errors.Is(err, nats.ErrConnectionClosed) {
 				return nil, broker.ErrClosed

@@ -1,6 +1,7 @@
 package natskv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) 
 			if e == nil {
 				return nil // every current value was delivered
 			}
+			if active && !mayBeActive(e.Value()) {
+				continue
+			}
 			t, err := taskstate.Decode(e.Value(), e.Revision())
 			if err != nil {
 				continue // a record this build cannot read is not the scan's to fail on
@@ -45,6 +49,25 @@ func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) 
 			}
 		}
 	}
+}
+
+// Status fields of the active statuses as stored records spell them.
+var activeStatus = [][]byte{
+	[]byte(`"status":"` + string(taskstate.Working) + `"`),
+	[]byte(`"status":"` + string(taskstate.InputRequired) + `"`),
+}
+
+// mayBeActive is false only for a record that cannot be active: it holds
+// neither active status field anywhere. Terminal records, most of what an
+// active scan streams past, are skipped without being decoded; a match
+// (even inside a result) is decoded and judged by its real status.
+func mayBeActive(v []byte) bool {
+	for _, s := range activeStatus {
+		if bytes.Contains(v, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Delete implements taskstate.Store: it purges the key (its history too)

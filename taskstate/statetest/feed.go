@@ -63,9 +63,10 @@ func (s *suite) feedCreatesAndUpdates(t *testing.T, e *env, f taskstate.Feed) {
 			if got.Revision <= lastA {
 				t.Fatalf("versions of %s out of order: revision %d after %d", a.ID, got.Revision, lastA)
 			}
-			if lastA == 0 && got.Status != taskstate.Working {
-				t.Fatalf("first version of %s delivered is %s, want the created (working) one", a.ID, got.Status)
-			}
+			// Which versions arrive depends on how far behind the reader
+			// is: unread versions of one record collapse into the newest
+			// (the writes above all happen before the first receive), so
+			// only the order and the final version are certain.
 			lastA = got.Revision
 			if lastA == final.Revision {
 				sameRecord(t, "final version on the feed", got, final)

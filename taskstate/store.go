@@ -41,6 +41,15 @@ type Store interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// Purgeable is the check every Store.Delete makes on the record it read:
+// only a terminal record may be purged before its TTL.
+func Purgeable(t *Task) error {
+	if !t.Status.Terminal() {
+		return fmt.Errorf("%w: %s is %s, not terminal", ErrInvalidChange, t.ID, t.Status)
+	}
+	return nil
+}
+
 // Sessions keeps 2025-11-25 protocol sessions, so any api replica can serve
 // any session. Sessions expire a fixed time after they were created.
 type Sessions interface {

@@ -77,8 +77,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !t.Status.Terminal() {
-		return fmt.Errorf("%w: %s is %s, not terminal", taskstate.ErrInvalidChange, id, t.Status)
+	if err := taskstate.Purgeable(t); err != nil {
+		return err
 	}
 	err = s.tasks.Purge(ctx, id, jetstream.LastRevision(t.Revision))
 	var apiErr *jetstream.APIError

@@ -88,8 +88,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !t.Status.Terminal() {
-		return fmt.Errorf("%w: %s is %s, not terminal", taskstate.ErrInvalidChange, id, t.Status)
+	if err := taskstate.Purgeable(t); err != nil {
+		return err
 	}
 	n, err := deleteScript.Run(ctx, s.rdb, []string{s.taskKey(id)}, strconv.FormatUint(t.Revision, 10)).Int()
 	if err != nil {

@@ -13,7 +13,9 @@
 //
 // Asynq pushes: its Server dequeues a task and calls a handler. Our Consumer
 // is pulled: Next hands out one job per free worker slot. Each Consumer runs
-// an asynq.Server with Concurrency = Config.Concurrency whose handler passes
+// an asynq.Server (one at a time taking jobs; see Busy and idle) with
+// Concurrency = its slots (ConsumerOptions.Slots, else Config.Concurrency)
+// whose handler passes
 // the delivery to a Next caller over an unbuffered channel — so a job either
 // comes out of a Next or stays with the handler for the following one, even
 // when that Next's ctx ends at the same moment. The server dequeues whenever
@@ -33,6 +35,23 @@
 //	Extend       renews the delivery's lease (below).
 //
 // Attempt is Asynq's retry count + 1.
+//
+// # Busy and idle
+//
+// Asynq does not block on Redis for work: when its processor finds every
+// queue empty it sleeps PollInterval/2 + rand[0, PollInterval) before it looks
+// again. A consumer that keeps up with its load finds the queue empty every
+// time it catches up, so under load each job would wait most of a
+// PollInterval too — a closed loop of quick jobs then runs at about
+// slots ÷ PollInterval, whatever the CPUs allow. So a consumer paces itself:
+// once it has handed a job out it is busy, and a server polling every
+// BusyPollInterval takes jobs until BusyFor passes without a hand-out; then
+// a server polling every PollInterval takes over again. Idle consumers cost
+// Redis what PollInterval says; a busy one whose queue is dry asks up to
+// 1/BusyPollInterval times a second. Changing pace starts a new asynq.Server
+// and retires the old one (it takes no more jobs and shuts down once the jobs
+// it holds are settled), sized so that the consumer never holds more jobs
+// than it has slots; see consumer.pace.
 //
 // # Leases and crash recovery
 //
@@ -62,9 +81,9 @@
 //
 // When a Consumer's ctx ends (or the Queue is closed), jobs still waiting in
 // a handler for a Next are given back at once (as a retry due now that does
-// not count as a delivery), the server stops dequeuing, and deliveries the
-// worker still holds get Config.ShutdownTimeout to be settled; Asynq then
-// pushes whatever is left back to the queue, again without counting it.
+// not count as a delivery), its servers stop dequeuing, and deliveries the
+// worker still holds get Config.ShutdownTimeout to be settled; whatever is
+// left is then taken back from the worker and given back the same way.
 package asynqbroker
 
 import (
@@ -73,6 +92,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -106,6 +126,19 @@ type Config struct {
 	// TaskCheckInterval and DelayedTaskCheckInterval). Default 100ms: each
 	// idle consumer then asks Redis for work about ten times a second.
 	PollInterval time.Duration
+	// BusyPollInterval is how often a busy consumer looks for new jobs:
+	// one that handed a job out within BusyFor. Asynq's processor sleeps
+	// PollInterval/2 + rand[0, PollInterval) whenever it finds the queues
+	// empty, and a queue under steady load runs dry for a moment every
+	// time the consumer catches up, so without a shorter interval while
+	// busy each job would wait most of a PollInterval (see "Busy and idle"
+	// above). Default 2ms; a value not below PollInterval turns busy
+	// polling off. While busy and dry, a consumer asks Redis up to
+	// 1/BusyPollInterval times a second (500 at 2ms).
+	BusyPollInterval time.Duration
+	// BusyFor is how long a consumer stays busy after handing out its last
+	// job (and holding none). Default 1s.
+	BusyFor time.Duration
 	// Dedupe is how long a finished job keeps its id, refusing re-enqueues
 	// of it (Asynq Retention). Default 10m, like natsbroker.
 	Dedupe time.Duration
@@ -145,6 +178,12 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.PollInterval <= 0 {
 		out.PollInterval = 100 * time.Millisecond
+	}
+	if out.BusyPollInterval <= 0 {
+		out.BusyPollInterval = 2 * time.Millisecond
+	}
+	if out.BusyFor <= 0 {
+		out.BusyFor = time.Second
 	}
 	if out.Dedupe <= 0 {
 		out.Dedupe = 10 * time.Minute
@@ -264,11 +303,17 @@ func (q *Queue) queueFor(tool string) string {
 // the Queue is closed.
 func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (broker.Consumer, error) {
 	c := &consumer{
+		cfg:      q.cfg,
+		rdb:      q.rdb,
 		lease:    opts.Lease,
 		max:      opts.MaxDeliveries,
+		slots:    opts.Slots,
 		handoff:  make(chan *delivery),
+		wake:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
+		abort:    make(chan struct{}),
 		done:     make(chan struct{}),
+		retired:  map[*server]struct{}{},
 	}
 	if c.lease <= 0 {
 		c.lease = 30 * time.Second
@@ -276,22 +321,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if c.max <= 0 {
 		c.max = 5
 	}
-	slots := opts.Slots
-	if slots <= 0 {
-		slots = q.cfg.Concurrency
+	if c.slots <= 0 {
+		c.slots = q.cfg.Concurrency
 	}
-	c.srv = asynq.NewServerFromRedisClient(q.rdb, asynq.Config{
-		Concurrency:              slots,
-		Queues:                   q.cfg.Queues,
-		TaskCheckInterval:        q.cfg.PollInterval,
-		DelayedTaskCheckInterval: q.cfg.PollInterval,
-		RetryDelayFunc:           retryDelay,
-		IsFailure:                isFailure,
-		ShutdownTimeout:          q.cfg.ShutdownTimeout,
-		Logger:                   logger{q.cfg.Logger},
-		LogLevel:                 asynq.InfoLevel,
-	})
-	if err := c.srv.Ping(); err != nil {
+	first := c.newServer(false, c.slots)
+	if err := first.srv.Ping(); err != nil {
 		return nil, fmt.Errorf("asynqbroker: consumer: %w", err)
 	}
 	q.mu.Lock()
@@ -299,13 +333,16 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		q.mu.Unlock()
 		return nil, fmt.Errorf("asynqbroker: consumer: %w", broker.ErrClosed)
 	}
-	if err := c.srv.Start(asynq.HandlerFunc(c.process)); err != nil {
+	if err := c.start(first); err != nil {
 		q.mu.Unlock()
 		return nil, fmt.Errorf("asynqbroker: consumer: %w", err)
 	}
 	q.consumers[c] = struct{}{}
 	q.mu.Unlock()
 
+	if c.cfg.BusyPollInterval < c.cfg.PollInterval {
+		go c.pace()
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -321,14 +358,18 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 
 var (
 	// errGiveBack and errNoTaker return a job that no Next took, at
-	// shutdown or within a lease. They are not failures, so the job's
-	// delivery count stays as it was.
-	errGiveBack = errors.New("asynqbroker: consumer stopped before handing the job out")
+	// shutdown or within a lease, or one whose worker did not settle it
+	// before the consumer's ShutdownTimeout. They are not failures, so the
+	// job's delivery count stays as it was.
+	errGiveBack = errors.New("asynqbroker: consumer stopped before the job was handed out or settled")
 	errNoTaker  = errors.New("asynqbroker: no Next took the job within its lease")
 	// errLeaseExpired takes a delivery back from a worker that neither
 	// settled nor extended it within its lease.
 	errLeaseExpired = errors.New("asynqbroker: lease expired")
 	errSettled      = errors.New("asynqbroker: delivery already settled")
+	// errStopped takes a delivery back from a worker that did not settle
+	// it within ShutdownTimeout of the consumer stopping.
+	errStopped = errors.New("asynqbroker: consumer stopped before the delivery was settled")
 )
 
 // retryError carries the delay a worker asked Retry for.
@@ -356,13 +397,139 @@ func isFailure(err error) bool {
 }
 
 type consumer struct {
-	srv      *asynq.Server
+	cfg      Config
+	rdb      redis.UniversalClient
 	lease    time.Duration
 	max      int
+	slots    int
 	handoff  chan *delivery // unbuffered: a job is in exactly one place
+	lastOut  atomic.Int64   // unix ns of the last hand-out
+	wake     chan struct{}  // cap 1: pace has something to look at
 	stopping chan struct{}  // closed when shutdown starts
+	abort    chan struct{}  // closed ShutdownTimeout after stopping
 	done     chan struct{}  // closed when shutdown is over
 	once     sync.Once
+
+	mu      sync.Mutex
+	cur     *server              // the server taking jobs from Asynq
+	retired map[*server]struct{} // stopped, shutting down once their handlers return
+	retire  sync.WaitGroup       // one per retired server until it is shut down
+}
+
+// server is one asynq.Server of a consumer: an idle one polls every
+// PollInterval, a busy one every BusyPollInterval.
+type server struct {
+	srv   *asynq.Server
+	busy  bool
+	slots int          // its Concurrency
+	held  atomic.Int64 // jobs inside its handlers
+}
+
+func (c *consumer) newServer(busy bool, slots int) *server {
+	poll := c.cfg.PollInterval
+	if busy {
+		poll = c.cfg.BusyPollInterval
+	}
+	return &server{busy: busy, slots: slots, srv: asynq.NewServerFromRedisClient(c.rdb, asynq.Config{
+		Concurrency:              slots,
+		Queues:                   c.cfg.Queues,
+		TaskCheckInterval:        poll,
+		DelayedTaskCheckInterval: c.cfg.PollInterval,
+		RetryDelayFunc:           retryDelay,
+		IsFailure:                isFailure,
+		// Shutdown waits for the handlers however long they take: the
+		// consumer takes unsettled deliveries back itself ShutdownTimeout
+		// after it stops (see stop), and a server retired by pace must
+		// not cut the jobs it runs short.
+		ShutdownTimeout: c.cfg.Timeout + time.Minute,
+		Logger:          logger{c.cfg.Logger},
+		LogLevel:        asynq.InfoLevel,
+	})}
+}
+
+// start makes s the server taking jobs.
+func (c *consumer) start(s *server) error {
+	err := s.srv.Start(asynq.HandlerFunc(func(ctx context.Context, t *asynq.Task) error {
+		s.held.Add(1)
+		defer func() {
+			s.held.Add(-1)
+			c.poke()
+		}()
+		return c.process(ctx, t)
+	}))
+	if err == nil {
+		c.cur = s
+	}
+	return err
+}
+
+func (c *consumer) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pace keeps the consumer's server in step with its load. Busy means a job
+// was handed out within BusyFor; the server taking jobs then polls every
+// BusyPollInterval, else every PollInterval. Switching starts a new server
+// and retires the old one: it stops taking jobs at once and shuts down when
+// the jobs in its handlers are settled. The new server's Concurrency is
+// what the retired servers' held jobs leave of the slots, so the consumer
+// never takes more jobs than it has slots (a job taken with no slot free
+// would wait in a handler instead of going to another worker); when retired
+// jobs finish, a server with the room they left takes over.
+func (c *consumer) pace() {
+	timer := time.NewTimer(c.cfg.BusyFor)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.stopping:
+			return
+		case <-c.wake:
+		case <-timer.C:
+		}
+		since := time.Since(time.Unix(0, c.lastOut.Load()))
+		busy := since < c.cfg.BusyFor
+		c.mu.Lock()
+		room := c.slots
+		for s := range c.retired {
+			room -= int(s.held.Load())
+		}
+		room = max(room, 1)
+		if c.cur.busy != busy || c.cur.slots < room {
+			c.switchLocked(busy, room)
+		}
+		c.mu.Unlock()
+		if busy {
+			timer.Reset(c.cfg.BusyFor - since)
+		}
+	}
+}
+
+// switchLocked replaces the current server with a new one. c.mu is held.
+func (c *consumer) switchLocked(busy bool, slots int) {
+	select {
+	case <-c.stopping:
+		return // stop shuts down what is there
+	default:
+	}
+	old, s := c.cur, c.newServer(busy, slots)
+	if err := c.start(s); err != nil {
+		c.cfg.Logger.Warn().Err(err).Msg("asynqbroker: starting a server to change pace")
+		return
+	}
+	c.retired[old] = struct{}{}
+	c.retire.Add(1)
+	go func() {
+		defer c.retire.Done()
+		old.srv.Stop()
+		old.srv.Shutdown()
+		c.mu.Lock()
+		delete(c.retired, old)
+		c.mu.Unlock()
+		c.poke()
+	}()
 }
 
 // stop shuts the consumer down and returns when it is done. Safe to call
@@ -370,7 +537,13 @@ type consumer struct {
 func (c *consumer) stop() {
 	c.once.Do(func() {
 		close(c.stopping)
-		c.srv.Shutdown()
+		t := time.AfterFunc(c.cfg.ShutdownTimeout, func() { close(c.abort) })
+		defer t.Stop()
+		c.mu.Lock()
+		cur := c.cur
+		c.mu.Unlock()
+		cur.srv.Shutdown()
+		c.retire.Wait()
 		close(c.done)
 	})
 	<-c.done
@@ -415,6 +588,8 @@ func (c *consumer) process(ctx context.Context, t *asynq.Task) error {
 	defer lease.Stop()
 	select {
 	case c.handoff <- d:
+		c.lastOut.Store(time.Now().UnixNano())
+		c.poke()
 	case <-lease.C:
 		return errNoTaker
 	case <-c.stopping:
@@ -438,9 +613,14 @@ func (c *consumer) process(ctx context.Context, t *asynq.Task) error {
 				return fmt.Errorf("%w on the last of %d deliveries: %w", errLeaseExpired, c.max, asynq.SkipRetry)
 			}
 			return errLeaseExpired
+		case <-c.abort:
+			if !d.lose(errStopped) {
+				return <-d.outcome
+			}
+			return errGiveBack
 		case <-ctx.Done():
 			// Asynq ended the delivery itself (its timeout, a cancel
-			// from the inspector, shutdown) and already acted on it.
+			// from the inspector) and already acted on it.
 			if !d.lose(fmt.Errorf("asynqbroker: delivery ended by asynq: %w", ctx.Err())) {
 				return <-d.outcome
 			}

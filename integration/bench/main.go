@@ -44,6 +44,7 @@ type config struct {
 	poll       time.Duration
 	pollOne    time.Duration
 	asynqPoll  time.Duration
+	asynqBusy  time.Duration
 	logLevel   string
 	redisURL   string
 	pprofDir   string
@@ -65,6 +66,7 @@ func main() {
 	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "task path: fixed interval between tasks/get polls")
 	fs.DurationVar(&c.pollOne, "poll-one", 0, "task path one at a time (d): interval between tasks/get polls; 0 polls again as soon as an answer says working (one waiting client can afford that; 64 cannot)")
 	fs.DurationVar(&c.asynqPoll, "asynq-poll", 100*time.Millisecond, "asynq: --asynq-poll given to api, worker and the ceiling (the binaries' default is 100ms)")
+	fs.DurationVar(&c.asynqBusy, "asynq-busy-poll", 2*time.Millisecond, "asynq: --asynq-busy-poll given to api, worker and the ceiling (the binaries' default is 2ms; at least --asynq-poll turns busy polling off)")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "--log-level of api and worker (info logs two lines per task)")
 	fs.StringVar(&c.redisURL, "redis", defaultRedis(), "asynq: Redis URL (env MCPQ_TEST_REDIS)")
 	fs.StringVar(&c.pprofDir, "pprof", "", "write CPU profiles here: the in-process ceiling, and api, worker (built with a pprof overlay) and nats-server during the C-concurrency task and sync phases")
@@ -219,7 +221,7 @@ func printHeader(c *config, root string) {
 	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get poll interval %s;\n",
 		c.duration, c.warmup, c.conc, c.workerConc, c.poll)
 	fmt.Printf("          one at a time (d): tasks/get poll interval %s (0: again as soon as an answer says working)\n", c.pollOne)
-	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll)
+	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s --asynq-busy-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll, c.asynqBusy)
 	if c.pprofDir != "" {
 		fmt.Printf("          CPU profiles → %s (profiling perturbs the figures slightly)\n", c.pprofDir)
 	}
@@ -278,7 +280,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		prefix := randomPrefix()
 		var beArgs []string
 		pids := map[string]int{"bench": os.Getpid()}
-		opts := wiring.Options{Broker: name, Prefix: prefix, AsynqPoll: c.asynqPoll, RedisURL: c.redisURL}
+		opts := wiring.Options{Broker: name, Prefix: prefix, AsynqPoll: c.asynqPoll, AsynqBusyPoll: c.asynqBusy, RedisURL: c.redisURL}
 		natsProfile := ""
 		switch name {
 		case "nats":
@@ -303,7 +305,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 				return fmt.Errorf("Redis at %s: %w", c.redisURL, err)
 			}
 			pids["broker"] = pid
-			beArgs = []string{"--broker", "asynq", "--redis", c.redisURL, "--asynq-poll", c.asynqPoll.String()}
+			beArgs = []string{"--broker", "asynq", "--redis", c.redisURL, "--asynq-poll", c.asynqPoll.String(), "--asynq-busy-poll", c.asynqBusy.String()}
 			r.desc = "Asynq queue + Redis records (redis-server " + ver + " at " + strings.TrimPrefix(c.redisURL, "redis://") + ")"
 			r.durability = dur
 			for _, p := range []string{prefix, prefix + "c1", prefix + "c2"} {

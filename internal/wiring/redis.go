@@ -53,7 +53,7 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 
 // asynqConfig names the queues "<prefix>" (default) and "<prefix>.<name>".
 func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
-	c := &asynqbroker.Config{Queue: o.Prefix, BusPrefix: o.Prefix + ":bus", PollInterval: o.AsynqPoll}
+	c := &asynqbroker.Config{Queue: o.Prefix, BusPrefix: o.Prefix + ":bus", PollInterval: o.AsynqPoll, BusyPollInterval: o.AsynqBusyPoll}
 	queue := func(name string) string {
 		if name == "default" {
 			return o.Prefix

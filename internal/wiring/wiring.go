@@ -47,8 +47,9 @@ type Options struct {
 	Broker   string // "nats" or "asynq"
 	RedisURL string
 	NATSURL  string
-	// AsynqPoll is how often idle asynq consumers look for jobs.
-	AsynqPoll time.Duration
+	// AsynqPoll is how often idle asynq consumers look for jobs,
+	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
+	AsynqPoll, AsynqBusyPoll time.Duration
 	// AsynqQueues and AsynqToolQueues: see the flags.
 	AsynqQueues, AsynqToolQueues string
 	Prefix                       string // names streams, buckets and subjects, so systems can share a server
@@ -70,6 +71,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Broker, "broker", envOr("MCPQ_BROKER", "nats"), "backend for queue, state and bus: nats or asynq (env MCPQ_BROKER)")
 	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "asynq backend: Redis URL (env REDIS_URL)")
 	fs.DurationVar(&o.AsynqPoll, "asynq-poll", EnvDuration("MCPQ_ASYNQ_POLL", 100*time.Millisecond), "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load (env MCPQ_ASYNQ_POLL)")
+	fs.DurationVar(&o.AsynqBusyPoll, "asynq-busy-poll", EnvDuration("MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond), "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off (env MCPQ_ASYNQ_BUSY_POLL)")
 	fs.StringVar(&o.AsynqQueues, "asynq-queues", os.Getenv("MCPQ_ASYNQ_QUEUES"), "asynq backend: extra queues and priorities, name=priority,… (the default queue is \"default\"; env MCPQ_ASYNQ_QUEUES)")
 	fs.StringVar(&o.AsynqToolQueues, "asynq-tool-queues", os.Getenv("MCPQ_ASYNQ_TOOL_QUEUES"), "asynq backend: tool=queue,… routes a tool's jobs to one of --asynq-queues (env MCPQ_ASYNQ_TOOL_QUEUES)")
 	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "nats backend: NATS server URL (env NATS_URL)")

@@ -1,0 +1,65 @@
+package asynqbroker_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
+)
+
+// A consumer that has just handed a job out takes the next one without
+// waiting out Asynq's idle poll, and goes back to the idle poll, with one
+// server, once BusyFor passes without a job.
+//
+// Without pacing every job of the loop below waits at least PollInterval/2
+// (Asynq's processor sleeps PollInterval/2 + rand[0, PollInterval) each time
+// it finds the queue empty, which it does right after taking the previous
+// job): 10 jobs take ≥ 5s. The bound is half that.
+func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
+	t.Parallel()
+	const poll = time.Second
+	q, _ := newQueue(t, redistest.Client(t), &asynqbroker.Config{
+		PollInterval:     poll,
+		BusyPollInterval: 2 * time.Millisecond,
+		BusyFor:          300 * time.Millisecond,
+	})
+	ctx := t.Context()
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute, Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy, _ := asynqbroker.Pace(cons); busy {
+		t.Fatal("a new consumer starts busy")
+	}
+	run := func(i int) {
+		t.Helper()
+		job := &broker.Job{TaskID: fmt.Sprintf("PACE%022d", i), Tool: "t"}
+		if err := q.Enqueue(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		d := next(t, cons)
+		if d.Job().TaskID != job.TaskID {
+			t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(0) // picked up at the idle poll
+	const n = 10
+	start := time.Now()
+	for i := 1; i <= n; i++ {
+		run(i)
+	}
+	if took, limit := time.Since(start), n*poll/4; took > limit {
+		t.Fatalf("%d jobs, each enqueued after the previous was acked, took %s (> %s): the consumer waited out the idle poll", n, took, limit)
+	}
+	waitFor(t, "the consumer to go back to idle with one server", func() bool {
+		busy, servers := asynqbroker.Pace(cons)
+		return !busy && servers == 1
+	})
+	run(n + 1) // and still takes jobs
+}

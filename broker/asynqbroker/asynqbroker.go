@@ -50,8 +50,8 @@
 // Redis what PollInterval says; a busy one whose queue is dry asks up to
 // 1/BusyPollInterval times a second. Changing pace starts a new asynq.Server
 // and retires the old one (it takes no more jobs and shuts down once the jobs
-// it holds are settled), sized so that the consumer never holds more jobs
-// than it has slots; see consumer.pace.
+// it holds are settled); see consumer.pace for why it waits until the
+// consumer holds few jobs.
 //
 // # Leases and crash recovery
 //
@@ -324,7 +324,7 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if c.slots <= 0 {
 		c.slots = q.cfg.Concurrency
 	}
-	first := c.newServer(false, c.slots)
+	first := c.newServer(false)
 	if err := first.srv.Ping(); err != nil {
 		return nil, fmt.Errorf("asynqbroker: consumer: %w", err)
 	}
@@ -419,19 +419,18 @@ type consumer struct {
 // server is one asynq.Server of a consumer: an idle one polls every
 // PollInterval, a busy one every BusyPollInterval.
 type server struct {
-	srv   *asynq.Server
-	busy  bool
-	slots int          // its Concurrency
-	held  atomic.Int64 // jobs inside its handlers
+	srv  *asynq.Server
+	busy bool
+	held atomic.Int64 // jobs inside its handlers
 }
 
-func (c *consumer) newServer(busy bool, slots int) *server {
+func (c *consumer) newServer(busy bool) *server {
 	poll := c.cfg.PollInterval
 	if busy {
 		poll = c.cfg.BusyPollInterval
 	}
-	return &server{busy: busy, slots: slots, srv: asynq.NewServerFromRedisClient(c.rdb, asynq.Config{
-		Concurrency:              slots,
+	return &server{busy: busy, srv: asynq.NewServerFromRedisClient(c.rdb, asynq.Config{
+		Concurrency:              c.slots,
 		Queues:                   c.cfg.Queues,
 		TaskCheckInterval:        poll,
 		DelayedTaskCheckInterval: c.cfg.PollInterval,
@@ -474,14 +473,18 @@ func (c *consumer) poke() {
 // was handed out within BusyFor; the server taking jobs then polls every
 // BusyPollInterval, else every PollInterval. Switching starts a new server
 // and retires the old one: it stops taking jobs at once and shuts down when
-// the jobs in its handlers are settled. The new server's Concurrency is
-// what the retired servers' held jobs leave of the slots, so the consumer
-// never takes more jobs than it has slots (a job taken with no slot free
-// would wait in a handler instead of going to another worker); when retired
-// jobs finish, a server with the room they left takes over.
+// the jobs in its handlers are settled. Until then those jobs hold slots the
+// new server does not know about, so it could take more jobs than the
+// consumer has slots — jobs that would wait in a handler for a Next instead
+// of going to another worker. So pace switches only while the consumer holds
+// at most an eighth of its slots (at least one): what can be taken too many
+// is bounded by that, only when the new server is full, and only until the
+// retired jobs end. A consumer kept busier than that stays at its pace; a
+// full server does not poll.
 func (c *consumer) pace() {
 	timer := time.NewTimer(c.cfg.BusyFor)
 	defer timer.Stop()
+	spare := max(1, c.slots/8)
 	for {
 		select {
 		case <-c.stopping:
@@ -492,13 +495,8 @@ func (c *consumer) pace() {
 		since := time.Since(time.Unix(0, c.lastOut.Load()))
 		busy := since < c.cfg.BusyFor
 		c.mu.Lock()
-		room := c.slots
-		for s := range c.retired {
-			room -= int(s.held.Load())
-		}
-		room = max(room, 1)
-		if c.cur.busy != busy || c.cur.slots < room {
-			c.switchLocked(busy, room)
+		if c.cur.busy != busy && c.heldLocked() <= spare {
+			c.switchLocked(busy)
 		}
 		c.mu.Unlock()
 		if busy {
@@ -507,14 +505,23 @@ func (c *consumer) pace() {
 	}
 }
 
+// heldLocked is how many jobs the consumer's servers hold. c.mu is held.
+func (c *consumer) heldLocked() int {
+	n := c.cur.held.Load()
+	for s := range c.retired {
+		n += s.held.Load()
+	}
+	return int(n)
+}
+
 // switchLocked replaces the current server with a new one. c.mu is held.
-func (c *consumer) switchLocked(busy bool, slots int) {
+func (c *consumer) switchLocked(busy bool) {
 	select {
 	case <-c.stopping:
 		return // stop shuts down what is there
 	default:
 	}
-	old, s := c.cur, c.newServer(busy, slots)
+	old, s := c.cur, c.newServer(busy)
 	if err := c.start(s); err != nil {
 		c.cfg.Logger.Warn().Err(err).Msg("asynqbroker: starting a server to change pace")
 		return
@@ -528,7 +535,6 @@ func (c *consumer) switchLocked(busy bool, slots int) {
 		c.mu.Lock()
 		delete(c.retired, old)
 		c.mu.Unlock()
-		c.poke()
 	}()
 }
 

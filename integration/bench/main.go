@@ -143,6 +143,7 @@ type backendRun struct {
 	ceil, ceilOps            *result
 	task, sync, task1, sync1 *result
 	syncRand                 *result // sync, one at a time, randomly timed
+	syncQuiet                *result // sync, one at a time, each after a quiet spell (asynq)
 	rss                      *rssRun // --phase rss
 	idle                     *result // no calls: the cost of waiting for work
 	idleCmds                 float64 // asynq: Redis commands/s while idle
@@ -478,6 +479,26 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		return err
 	}
 	r.syncRand.noRate = true
+
+	// Those calls come within a second of the previous one, when an Asynq
+	// worker is still busy and polls every --asynq-busy-poll; a call after
+	// a quiet second meets the idle poll.
+	if r.name == "asynq" && c.asynqBusy < c.asynqPoll {
+		quiet := time.Second + 50*time.Millisecond // asynqbroker's BusyFor and a margin
+		phase(fmt.Sprintf("(e′) sync path, one at a time, %s + random 0–%s pause between calls", quiet, 2*c.asynqPoll))
+		afterQuiet := func(ctx context.Context) (sample, error) {
+			if err := sleepCtx(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
+				return sample{}, err
+			}
+			return cli.syncOnce(ctx)
+		}
+		w := window()
+		w.to = w.from.Add(max(c.duration, 15*time.Second))
+		if r.syncQuiet, err = drive(ctx, "(e′) sync, one at a time, after a quiet second", 1, w, pids, afterQuiet); err != nil {
+			return err
+		}
+		r.syncQuiet.noRate = true
+	}
 
 	// Waiting for work is not free when the consumer polls.
 	phase("(f) idle: no calls")

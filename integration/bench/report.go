@@ -69,6 +69,9 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		if r.syncRand != nil {
 			fmt.Fprintf(w, ", %s ms randomly timed (n=%d)", ms(pct(r.syncRand.e2e, .5)), r.syncRand.ops)
 		}
+		if r.syncQuiet != nil {
+			fmt.Fprintf(w, ", %s ms (p90 %s) after a quiet second, at the idle poll (n=%d)", ms(pct(r.syncQuiet.e2e, .5)), ms(pct(r.syncQuiet.e2e, .9)), r.syncQuiet.ops)
+		}
 		fmt.Fprintf(w, ";\n    handler time ≈ 0 (noop), so that is queueing + pickup +\n    record writes + HTTP")
 		if r.task1 != nil {
 			fmt.Fprintf(w, "; server side (task path, one at a time), record createdAt → completed p50 = %s ms", ms(pct(r.task1.server, .5)))
@@ -96,7 +99,7 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 
 func (r *backendRun) results() []*result {
 	var out []*result
-	for _, res := range []*result{r.ceil, r.ceilOps, r.task, r.sync, r.task1, r.sync1, r.syncRand} {
+	for _, res := range []*result{r.ceil, r.ceilOps, r.task, r.sync, r.task1, r.sync1, r.syncRand, r.syncQuiet} {
 		if res != nil {
 			out = append(out, res)
 		}
@@ -158,6 +161,7 @@ func printSummary(w io.Writer, c *config, runs []*backendRun) {
 	row("(d)  task end-to-end p50 ms, one at a time", func(r *backendRun) string { return p(r.task1, e2e, .5) })
 	row("(d,e) sync p50 ms, one at a time", func(r *backendRun) string { return p(r.sync1, e2e, .5) })
 	row("(e)  same, randomly timed calls", func(r *backendRun) string { return p(r.syncRand, e2e, .5) })
+	row("(e′) same, after a quiet second", func(r *backendRun) string { return p(r.syncQuiet, e2e, .5) })
 	row("task path ÷ ceiling", func(r *backendRun) string { return ratio(r.task, r.ceil) })
 	row("sync ÷ task path", func(r *backendRun) string { return ratio(r.sync, r.task) })
 }
@@ -185,15 +189,17 @@ notes:
   another workload shared the cores and the figures are low.
 - Everything shares the machine's cores: clients, api, worker and broker compete, so rates are
   lower bounds for a deployment that spreads them out.
-- Asynq's poll (--asynq-poll, default 100ms; here %[3]s): Asynq does not block on Redis for work.
-  When its processor finds every queue empty it sleeps poll/2 + rand[0, poll) — %[4]s–%[5]s
-  here — before asking again; NATS instead has a pull request waiting at the server, which
-  pushes the job at once. At low load a job waits for the worker's next look: a randomly timed
-  call about half a poll on average (row (e)); a back-to-back caller (rows (d)) arrives just
-  after the worker went back to sleep and waits most of a whole sleep (mean ≈ poll). Under
-  load the same sleep returns whenever the queue runs dry for a moment — closed-loop clients
-  with in-flight ≤ worker slots drain it every round, so throughput tends to
-  concurrency ÷ (sleep + service time) rather than to what the CPUs allow. A lower
-  --asynq-poll cuts both, but every idle consumer then asks Redis about 1/poll times a second.
-`, c.conc, c.poll, c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2)
+- Asynq's poll (--asynq-poll, default 100ms; here %[3]s; --asynq-busy-poll %[6]s): Asynq does
+  not block on Redis for work. When its processor finds every queue empty it sleeps
+  poll/2 + rand[0, poll) — %[4]s–%[5]s here — before asking again; NATS instead has a pull
+  request waiting at the server, which pushes the job at once. A worker that took a job within
+  the last second is busy and polls every --asynq-busy-poll instead (asynqbroker "Busy and
+  idle"): under load the queue runs dry each time the worker catches up, and without that
+  every job would wait most of a poll (throughput ≈ concurrency ÷ (sleep + service time)).
+  Rows (d) and (e) call again within that second, so they show the busy pickup; an idle
+  worker's pickup (first call after a quiet second) is about half a poll on average, a whole
+  poll at worst — run with --asynq-busy-poll equal to --asynq-poll to see it in (d) and (e).
+  Idle consumers ask Redis about 1/poll times a second (row (f)), busy ones whose queue is dry
+  up to 1/busy-poll.
+`, c.conc, c.poll, c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2, c.asynqBusy)
 }

@@ -67,29 +67,35 @@ func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	keys, err := kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return map[string]*taskstate.Task{}, nil
-	}
+	// A watch delivers each key's last value from the stream's leader; a
+	// Get per listed key may be answered by a follower that has not yet
+	// applied the newest writes (direct gets on a replicated bucket) and
+	// miss a record that exists.
+	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*taskstate.Task, len(keys))
-	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			continue
+	defer func() { _ = w.Stop() }()
+	out := map[string]*taskstate.Task{}
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case e = <-w.Updates():
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
-		if err != nil {
-			return nil, fmt.Errorf("get %s: %w", k, err)
+		if e == nil {
+			return out, nil // the current values are all delivered
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
 		}
 		t, err := taskstate.Decode(e.Value(), e.Revision())
 		if err != nil {
-			return nil, fmt.Errorf("record %s: %w", k, err)
+			return nil, fmt.Errorf("record %s: %w", e.Key(), err)
 		}
-		out[k] = t
+		out[e.Key()] = t
 	}
-	return out, nil
 }
 
 func redisRecords(ctx context.Context, url, keyPrefix string) (map[string]*taskstate.Task, error) {

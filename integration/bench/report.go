@@ -53,15 +53,16 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 	}
 	for i, res := range []*result{r.task, r.task1} {
 		if res != nil && res.ops > 0 {
-			every := c.poll.String()
+			p := c.poll
 			if i == 1 {
-				every = c.pollOne.String()
-				if c.pollOne == 0 {
-					every = "answer (back to back)"
-				}
+				p = c.pollOnePolicy()
 			}
-			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, every %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
-				res.label(), float64(res.polls)/float64(res.ops), res.conc, every, float64(res.polls)/res.window.Seconds(), res.rate())
+			how := p.describe()
+			if p.server && res.polls > 0 {
+				how += fmt.Sprintf(", mean %s ms", ms(res.pollWait/time.Duration(res.polls)))
+			}
+			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, polls %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
+				res.label(), float64(res.polls)/float64(res.ops), res.conc, how, float64(res.polls)/res.window.Seconds(), res.rate())
 		}
 	}
 	if r.sync1 != nil {
@@ -173,7 +174,7 @@ notes:
   tool: Get, take (attempt+lease), finish, each write starting from the version just read or
   written — 1 read and 2 compare-and-set writes per task where (a) has one write.
 - (b) task path: api and worker are separate processes; each client loops tools/call (tasks
-  extension) → tasks/get every %[2]s until completed. create = the tools/call round trip (record +
+  extension) → tasks/get until completed; it polls %[2]s. create = the tools/call round trip (record +
   job durable); end-to-end = call start → completed seen, so it includes polling lag (up to one
   interval plus a tasks/get round trip); record = the final record's createdAt → lastUpdatedAt
   (api clock → worker clock, same machine): the server-side lifetime, without polling lag.
@@ -195,5 +196,5 @@ notes:
   with in-flight ≤ worker slots drain it every round, so throughput tends to
   concurrency ÷ (sleep + service time) rather than to what the CPUs allow. A lower
   --asynq-poll cuts both, but every idle consumer then asks Redis about 1/poll times a second.
-`, c.conc, c.poll, c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2)
+`, c.conc, c.poll.describe(), c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2)
 }

@@ -174,10 +174,11 @@ notes:
   tool: Get, take (attempt+lease), finish, each write starting from the version just read or
   written — 1 read and 2 compare-and-set writes per task where (a) has one write.
 - (b) task path: api and worker are separate processes; each client loops tools/call (tasks
-  extension) → tasks/get until completed; it polls %[2]s. create = the tools/call round trip (record +
-  job durable); end-to-end = call start → completed seen, so it includes polling lag (up to one
-  interval plus a tasks/get round trip); record = the final record's createdAt → lastUpdatedAt
-  (api clock → worker clock, same machine): the server-side lifetime, without polling lag.
+  extension) → tasks/get until completed, polling %[2]s.
+  create = the tools/call round trip (record + job durable); end-to-end = call start →
+  completed seen, so it includes polling lag (up to one interval plus a tasks/get round trip);
+  record = the final record's createdAt → lastUpdatedAt (api clock → worker clock, same
+  machine): the server-side lifetime, without polling lag.
 - (c) sync path: same tool without the tasks extension; the api creates the same record and job
   and waits on the record's change feed, answering with the result inline.
 - CPU: %% of one core over the measured window, from /proc (both cores = 200). bench is this

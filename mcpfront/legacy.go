@@ -306,7 +306,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 			s.internalError(w, c.req.ID, "starting the task", err)
 			return
 		}
-		writeResult(w, c.req.ID, map[string]any{"task": legacyTask(t, s.cfg.Now())})
+		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
@@ -347,7 +347,7 @@ func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMess
 
 // legacyTask is the 2025-11-25 Task view of a record. A tool error is
 // "failed" on this wire ("completed" with isError on 2026-07-28).
-func legacyTask(t *taskstate.Task, now time.Time) map[string]any {
+func (s *Server) legacyTask(t *taskstate.Task) map[string]any {
 	status := t.Status
 	if status == taskstate.Completed && isToolError(t.Result) {
 		status = taskstate.Failed
@@ -362,7 +362,7 @@ func legacyTask(t *taskstate.Task, now time.Time) map[string]any {
 	if t.TTLMs > 0 {
 		m["ttl"] = t.TTLMs
 	}
-	m["pollInterval"] = pollInterval(t, now)
+	m["pollInterval"] = s.pollInterval(t)
 	if t.StatusMessage != "" {
 		m["statusMessage"] = t.StatusMessage
 	} else if status == taskstate.Failed && t.Status == taskstate.Completed {
@@ -410,10 +410,10 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 	}
 	switch c.req.Method {
 	case "tasks/get":
-		writeResult(w, c.req.ID, legacyTask(t, s.cfg.Now()))
+		writeResult(w, c.req.ID, s.legacyTask(t))
 	case "tasks/cancel":
 		if t.Status.Terminal() {
-			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", legacyTask(t, s.cfg.Now())["status"])))
+			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s.legacyTask(t)["status"])))
 			return
 		}
 		t, err := s.prod.Cancel(ctx, t.ID, "cancelled by the client")
@@ -421,7 +421,7 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 			s.internalError(w, c.req.ID, "cancelling the task", err)
 			return
 		}
-		writeResult(w, c.req.ID, legacyTask(t, s.cfg.Now()))
+		writeResult(w, c.req.ID, s.legacyTask(t))
 	case "tasks/result":
 		out := &replier{w: w, id: c.req.ID}
 		final, err := s.streamTask(ctx, r, out, t.ID, streamOpts{related: true, statusNotes: true})
@@ -444,7 +444,7 @@ func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *
 	}
 	out := make([]map[string]any, 0, len(tasks))
 	for _, t := range tasks {
-		out = append(out, legacyTask(t, s.cfg.Now())) // whatever tasks/get shows is listable
+		out = append(out, s.legacyTask(t)) // whatever tasks/get shows is listable
 	}
 	res := map[string]any{"tasks": out}
 	if next != "" {
@@ -503,6 +503,7 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 	var last taskstate.Status
 	for t := range ch {
 		if t.Status.Terminal() {
+			s.durations.observe(t)
 			if subscribed {
 				// Let the notifications sent before the outcome arrive first.
 				select {
@@ -516,7 +517,7 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 			continue
 		}
 		if o.statusNotes && t.Status != last && last != "" {
-			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": legacyTask(t, s.cfg.Now())})
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": s.legacyTask(t)})
 			out.stream.event(b)
 		}
 		last = t.Status

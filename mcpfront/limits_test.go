@@ -312,20 +312,7 @@ func TestMaxActiveTasks(t *testing.T) {
 	limitedReply(t, call("alice", "block", true), http.StatusOK, "too many active tasks")
 
 	// The 2025-11-25 wire counts the same tasks.
-	h = http.Header{}
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "application/json, text/event-stream")
-	h.Set("Authorization", "Bearer alice")
-	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "cap-test", "version": "1"},
-	}})
-	r := e.send(t, h, body, sendOpts{})
-	session := r.header.Get("Mcp-Session-Id")
-	if r.status != 200 || session == "" {
-		t.Fatalf("initialize: %s", r)
-	}
-	h.Set("MCP-Protocol-Version", "2025-11-25")
-	h.Set("Mcp-Session-Id", session)
+	h = e.legacySession(t, http.Header{"Authorization": {"Bearer alice"}})
 	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": map[string]any{
 		"name": "block", "arguments": map[string]any{}, "task": map[string]any{},
 	}})

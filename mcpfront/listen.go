@@ -235,6 +235,7 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 				s.endListen(stream, sub)
 				return
 			}
+			s.durations.observe(t)
 			if seen := visibleState(t); last[t.ID] != seen {
 				last[t.ID] = seen
 				stream.event(s.taskNotification(t, sub))

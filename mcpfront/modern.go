@@ -422,20 +422,6 @@ func jobMeta(meta map[string]json.RawMessage, answers map[string]json.RawMessage
 	return out
 }
 
-// pollInterval is the polling interval suggested for t, in ms: a fifth of
-// the task's age, between 100 ms and 5 s, so a client sees a short task's end
-// soon after it happens and does not hammer the server while a long one
-// runs. A finished task keeps the interval it was created with.
-func pollInterval(t *taskstate.Task, now time.Time) int64 {
-	if t.Status.Terminal() {
-		if t.PollIntervalMs > 0 {
-			return t.PollIntervalMs
-		}
-		return defaultPollMs
-	}
-	return min(max(now.Sub(t.CreatedAt)/5, 100*time.Millisecond), 5*time.Second).Milliseconds()
-}
-
 type taskParams struct {
 	TaskID         string                     `json:"taskId"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses"`
@@ -465,7 +451,8 @@ func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.
 
 // ownedTask loads a task owner may see; another owner's task gets exactly
 // the answer an unknown id gets. Such a refusal is written to the audit log
-// (method is what was attempted).
+// (method is what was attempted). A finished task read here counts towards
+// its tool's typical duration (poll.go).
 func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*taskstate.Task, *rpcError) {
 	t, err := s.store.Get(ctx, id)
 	if err == nil && t.Owner != owner {
@@ -479,6 +466,7 @@ func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*task
 		s.log.Error().Err(err).Str("task", id).Msg("reading task")
 		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading task")
 	}
+	s.durations.observe(t)
 	return t, nil
 }
 

@@ -112,6 +112,9 @@ type Server struct {
 	requests *prometheus.CounterVec
 	rates    *rateLimits // nil: no rate limit
 	listens  listenState // open subscriptions/listen streams
+	// durations learns how long each tool's tasks take, for the polling
+	// interval the answers suggest (poll.go).
+	durations durations
 }
 
 // count records one request by wire era and method.

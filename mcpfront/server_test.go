@@ -49,6 +49,10 @@ type echoArgs struct {
 
 type none struct{}
 
+type napArgs struct {
+	Ms int `json:"ms"`
+}
+
 // testTools are the worker's tools. Each covers one way a call can end.
 func testTools() *consumer.Mux {
 	mux := consumer.NewMux()
@@ -81,6 +85,15 @@ func testTools() *consumer.Mux {
 	consumer.Handle(mux, consumer.Tool{Name: "tool_error"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return nil, consumer.ToolError(errors.New("bad input, try again"))
+		})
+	consumer.Handle(mux, consumer.Tool{Name: "nap", Description: "takes ms milliseconds"},
+		func(ctx context.Context, c *consumer.Call[napArgs]) (*consumer.Result, error) {
+			select { // the tool's work: it takes this long
+			case <-time.After(time.Duration(c.Args.Ms) * time.Millisecond):
+				return consumer.TextResult("rested"), nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		})
 	consumer.Handle(mux, consumer.Tool{Name: "block"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
@@ -397,6 +410,29 @@ func (e *env) sendRaw(t *testing.T, head string, body []byte) reply {
 		t.Fatalf("raw request: reading reply: %v", err)
 	}
 	return r
+}
+
+// legacySession opens a 2025-11-25 session, sending the headers of h (an
+// Authorization, say), and returns the headers of a request in it.
+func (e *env) legacySession(t *testing.T, h http.Header) http.Header {
+	t.Helper()
+	h = h.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "mcpfront-test", "version": "1"},
+	}})
+	r := e.send(t, h, body, sendOpts{})
+	session := r.header.Get("Mcp-Session-Id")
+	if r.status != 200 || session == "" {
+		t.Fatalf("initialize: %s", r)
+	}
+	h.Set("MCP-Protocol-Version", "2025-11-25")
+	h.Set("Mcp-Session-Id", session)
+	return h
 }
 
 // call sends a valid request and fails the test unless it gets a JSON-RPC
@@ -907,7 +943,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s has no inputSchema", tool["name"])
 		}
 	}
-	want := []string{"ask", "block", "echo", "inline_only", "protocol_fail", "required_job", "tool_error"}
+	want := []string{"ask", "block", "echo", "inline_only", "nap", "protocol_fail", "required_job", "tool_error"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}

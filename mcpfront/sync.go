@@ -84,8 +84,10 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 		out.result(reply)
 	case final.Status == taskstate.Completed:
+		s.durations.observe(final)
 		out.result(reshape(final.Result, resultComplete, s.appendResultMeta(nil)))
 	case final.Status == taskstate.Failed:
+		s.durations.observe(final)
 		out.fail(storedError(final.Error))
 	default:
 		out.fail(errorf(codeInternal, http.StatusOK, "the call was cancelled"))

@@ -66,7 +66,7 @@ func (s *Server) appendTask(b []byte, t *taskstate.Task, rt string, detailed boo
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"pollIntervalMs":`...)
-	b = strconv.AppendInt(b, pollInterval(t, s.cfg.Now()), 10)
+	b = strconv.AppendInt(b, s.pollInterval(t), 10)
 	if t.StatusMessage != "" {
 		b = append(b, `,"statusMessage":`...)
 		b = appendString(b, t.StatusMessage)

@@ -71,7 +71,7 @@ func TestAppendTaskMatchesEncodingJSON(t *testing.T) {
 		want := map[string]any{
 			"resultType": "complete", "taskId": tk.ID, "status": tk.Status,
 			"createdAt": tk.CreatedAt.Format(time.RFC3339Nano), "lastUpdatedAt": tk.LastUpdatedAt.Format(time.RFC3339Nano),
-			"ttlMs": nil, "pollIntervalMs": pollInterval(&tk, s.cfg.Now()),
+			"ttlMs": nil, "pollIntervalMs": s.pollInterval(&tk),
 			"_meta": map[string]any{metaServerInfo: map[string]any{"name": s.cfg.Name, "version": s.cfg.Version}},
 		}
 		if tk.TTLMs > 0 {

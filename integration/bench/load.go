@@ -104,13 +104,66 @@ func lastSSEData(b []byte) []byte {
 
 var errToolError = errors.New("tool returned isError: true")
 
+// pollPolicy is how the task path waits before each tasks/get: as the
+// server suggests — the pollIntervalMs of the last answer, the create answer
+// for the first wait, as the official clients do — or a fixed interval
+// (0: again as soon as an answer says working). It is the value of --poll.
+type pollPolicy struct {
+	server bool
+	every  time.Duration
+}
+
+func (p *pollPolicy) String() string {
+	if p.server {
+		return "server"
+	}
+	return p.every.String()
+}
+
+func (p *pollPolicy) Set(v string) error {
+	if v == "server" {
+		*p = pollPolicy{server: true}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return errors.New(`want "server" (follow the pollIntervalMs the server suggests) or a fixed interval > 0 such as 2ms`)
+	}
+	*p = pollPolicy{every: d}
+	return nil
+}
+
+// wait is how long to wait before the next tasks/get, after an answer that
+// suggested suggestedMs.
+func (p pollPolicy) wait(suggestedMs int64) (time.Duration, error) {
+	if !p.server {
+		return p.every, nil
+	}
+	if suggestedMs <= 0 {
+		return 0, errors.New("the answer suggests no pollIntervalMs to wait (--poll server)")
+	}
+	return time.Duration(suggestedMs) * time.Millisecond, nil
+}
+
+// describe says how the policy polls, for the report.
+func (p pollPolicy) describe() string {
+	switch {
+	case p.server:
+		return "as the server suggests (pollIntervalMs)"
+	case p.every == 0:
+		return "again as soon as an answer says working (back to back)"
+	}
+	return "every " + p.every.String()
+}
+
 // taskOnce runs one task: tools/call declaring the tasks extension, then
-// tasks/get every poll until the task is terminal.
-func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) {
+// tasks/get after each wait poll sets, until the task is terminal.
+func (m *mcp) taskOnce(ctx context.Context, poll pollPolicy) (sample, error) {
 	t0 := time.Now()
 	var h struct {
-		ResultType string `json:"resultType"`
-		TaskID     string `json:"taskId"`
+		ResultType     string `json:"resultType"`
+		TaskID         string `json:"taskId"`
+		PollIntervalMs int64  `json:"pollIntervalMs"`
 	}
 	raw, err := m.call(ctx, "tools/call", "noop", waitCall, true, &h)
 	if err != nil {
@@ -121,20 +174,27 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 	}
 	s := sample{create: time.Since(t0)}
 	get := `"taskId":"` + h.TaskID + `"`
+	suggested, answer := h.PollIntervalMs, "tools/call"
 	for {
-		if err := sleepCtx(ctx, poll); err != nil {
+		wait, err := poll.wait(suggested)
+		if err != nil {
+			return s, fmt.Errorf("%s: %w", answer, err)
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
 			return s, err
 		}
+		s.pollWait += wait
 		var g struct {
-			Status        string    `json:"status"`
-			CreatedAt     time.Time `json:"createdAt"`
-			LastUpdatedAt time.Time `json:"lastUpdatedAt"`
-			Result        struct {
+			Status         string    `json:"status"`
+			CreatedAt      time.Time `json:"createdAt"`
+			LastUpdatedAt  time.Time `json:"lastUpdatedAt"`
+			PollIntervalMs int64     `json:"pollIntervalMs"`
+			Result         struct {
 				IsError bool `json:"isError"`
 			} `json:"result"`
 			Error *rpcError `json:"error"`
 		}
-		_, err := m.call(ctx, "tasks/get", h.TaskID, get, true, &g)
+		_, err = m.call(ctx, "tasks/get", h.TaskID, get, true, &g)
 		s.polls++
 		if err != nil {
 			return s, fmt.Errorf("tasks/get: %w", err)
@@ -144,6 +204,7 @@ func (m *mcp) taskOnce(ctx context.Context, poll time.Duration) (sample, error) 
 			if time.Since(t0) > time.Minute {
 				return s, fmt.Errorf("task %s still %s after a minute", h.TaskID, g.Status)
 			}
+			suggested, answer = g.PollIntervalMs, "tasks/get"
 			continue
 		case "completed":
 			s.e2e = time.Since(t0)

@@ -35,13 +35,16 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/wiring"
 )
 
+// pollOnePolicy is how (d) polls: --poll-one's fixed interval, 0 back to back.
+func (c *config) pollOnePolicy() pollPolicy { return pollPolicy{every: c.pollOne} }
+
 type config struct {
 	brokers    []string
 	duration   time.Duration
 	warmup     time.Duration
 	conc       int
 	workerConc int
-	poll       time.Duration
+	poll       pollPolicy
 	pollOne    time.Duration
 	asynqPoll  time.Duration
 	asynqBusy  time.Duration
@@ -63,7 +66,8 @@ func main() {
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each phase's measurement")
 	fs.IntVar(&c.conc, "concurrency", 64, "concurrent clients (task path, sync path) and in-flight tasks (ceiling)")
 	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker --concurrency (default: --concurrency)")
-	fs.DurationVar(&c.poll, "poll", 2*time.Millisecond, "task path: fixed interval between tasks/get polls")
+	c.poll = pollPolicy{server: true}
+	fs.Var(&c.poll, "poll", "task path: wait before each tasks/get: server = the pollIntervalMs of the last answer (the create answer for the first), as the official clients do; or a fixed interval such as 2ms")
 	fs.DurationVar(&c.pollOne, "poll-one", 0, "task path one at a time (d): interval between tasks/get polls; 0 polls again as soon as an answer says working (one waiting client can afford that; 64 cannot)")
 	fs.DurationVar(&c.asynqPoll, "asynq-poll", 100*time.Millisecond, "asynq: --asynq-poll given to api, worker and the ceiling (the binaries' default is 100ms)")
 	fs.DurationVar(&c.asynqBusy, "asynq-busy-poll", 2*time.Millisecond, "asynq: --asynq-busy-poll given to api, worker and the ceiling (the binaries' default is 2ms; at least --asynq-poll turns busy polling off)")
@@ -88,8 +92,8 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: --broker must be nats, asynq or both, not %q\n", brokerFlag)
 		os.Exit(2)
 	}
-	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.poll <= 0 || c.pollOne < 0 {
-		fmt.Fprintln(os.Stderr, "bench: --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --poll > 0")
+	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.pollOne < 0 {
+		fmt.Fprintln(os.Stderr, "bench: --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --poll-one ≥ 0")
 		os.Exit(2)
 	}
 	if c.workerConc <= 0 {
@@ -219,9 +223,9 @@ func printHeader(c *config, root string) {
 	fmt.Printf("versions: nats-server %s, nats.go %s, asynq %s, go-redis %s\n",
 		modVersion("github.com/nats-io/nats-server/v2"), modVersion("github.com/nats-io/nats.go"),
 		modVersion("github.com/hibiken/asynq"), modVersion("github.com/redis/go-redis/v9"))
-	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get poll interval %s;\n",
-		c.duration, c.warmup, c.conc, c.workerConc, c.poll)
-	fmt.Printf("          one at a time (d): tasks/get poll interval %s (0: again as soon as an answer says working)\n", c.pollOne)
+	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get polls %s;\n",
+		c.duration, c.warmup, c.conc, c.workerConc, c.poll.describe())
+	fmt.Printf("          one at a time (d): tasks/get polls %s\n", c.pollOnePolicy().describe())
 	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s --asynq-busy-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll, c.asynqBusy)
 	if c.pprofDir != "" {
 		fmt.Printf("          CPU profiles → %s (profiling perturbs the figures slightly)\n", c.pprofDir)
@@ -456,7 +460,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	}
 
 	phase("(d) task path, one at a time")
-	taskOne := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.pollOne) }
+	taskOne := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.pollOnePolicy()) }
 	if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOne); err != nil {
 		return err
 	}

@@ -53,15 +53,16 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 	}
 	for i, res := range []*result{r.task, r.task1} {
 		if res != nil && res.ops > 0 {
-			every := c.poll.String()
+			p := c.poll
 			if i == 1 {
-				every = c.pollOne.String()
-				if c.pollOne == 0 {
-					every = "answer (back to back)"
-				}
+				p = c.pollOnePolicy()
 			}
-			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, every %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
-				res.label(), float64(res.polls)/float64(res.ops), res.conc, every, float64(res.polls)/res.window.Seconds(), res.rate())
+			how := p.describe()
+			if p.server && res.polls > 0 {
+				how += fmt.Sprintf(", mean %s ms", ms(res.pollWait/time.Duration(res.polls)))
+			}
+			fmt.Fprintf(w, "polling %s: %.1f tasks/get per task at concurrency %d, polls %s → %.0f tasks/get/s besides %.0f tools/call/s\n",
+				res.label(), float64(res.polls)/float64(res.ops), res.conc, how, float64(res.polls)/res.window.Seconds(), res.rate())
 		}
 	}
 	if r.sync1 != nil {
@@ -177,10 +178,11 @@ notes:
   tool: Get, take (attempt+lease), finish, each write starting from the version just read or
   written — 1 read and 2 compare-and-set writes per task where (a) has one write.
 - (b) task path: api and worker are separate processes; each client loops tools/call (tasks
-  extension) → tasks/get every %[2]s until completed. create = the tools/call round trip (record +
-  job durable); end-to-end = call start → completed seen, so it includes polling lag (up to one
-  interval plus a tasks/get round trip); record = the final record's createdAt → lastUpdatedAt
-  (api clock → worker clock, same machine): the server-side lifetime, without polling lag.
+  extension) → tasks/get until completed, polling %[2]s.
+  create = the tools/call round trip (record + job durable); end-to-end = call start →
+  completed seen, so it includes polling lag (up to one interval plus a tasks/get round trip);
+  record = the final record's createdAt → lastUpdatedAt (api clock → worker clock, same
+  machine): the server-side lifetime, without polling lag.
 - (c) sync path: same tool without the tasks extension; the api creates the same record and job
   and waits on the record's change feed, answering with the result inline.
 - CPU: %% of one core over the measured window, from /proc (both cores = 200). bench is this
@@ -201,5 +203,5 @@ notes:
   poll at worst — run with --asynq-busy-poll equal to --asynq-poll to see it in (d) and (e).
   Idle consumers ask Redis about 1/poll times a second (row (f)), busy ones whose queue is dry
   up to 1/busy-poll.
-`, c.conc, c.poll, c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2, c.asynqBusy)
+`, c.conc, c.poll.describe(), c.asynqPoll, c.asynqPoll/2, c.asynqPoll*3/2, c.asynqBusy)
 }

@@ -26,7 +26,8 @@ type result struct {
 	errMsg string
 	// latency samples of operations that completed inside the window
 	create, e2e, server []time.Duration
-	polls               int // tasks/get calls made by the counted tasks
+	polls               int           // tasks/get calls made by the counted tasks
+	pollWait            time.Duration // the waits before them, in total
 	cpu                 map[string]float64
 	noRate              bool // paced phase: its ops/s says nothing
 }
@@ -52,6 +53,7 @@ func newRecorder(name string, conc int, win window) *recorder {
 type sample struct {
 	create, e2e, server time.Duration
 	polls               int
+	pollWait            time.Duration // waited before the polls, in total
 }
 
 // done records an operation that completed at t, if t is in the window.
@@ -71,6 +73,7 @@ func (r *recorder) done(t time.Time, s sample) {
 		r.res.server = append(r.res.server, s.server)
 	}
 	r.res.polls += s.polls
+	r.res.pollWait += s.pollWait
 	r.mu.Unlock()
 }
 

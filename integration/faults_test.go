@@ -269,6 +269,9 @@ func streamLeader(t *testing.T, urls, stream string) (string, int) {
 		t.Fatalf("stream %s: %v", stream, err)
 	}
 	info := st.CachedInfo()
+	if info.Config.Replicas > 1 && info.Config.AllowDirect {
+		t.Errorf("stream %s (R%d) allows direct gets: a follower behind the leader would answer reads", stream, info.Config.Replicas)
+	}
 	if info.Cluster == nil || info.Cluster.Leader == "" {
 		t.Fatalf("stream %s has no cluster leader: %+v", stream, info.Cluster)
 	}

@@ -141,9 +141,49 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 		if err != nil {
 			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, jsdurable.ExplainReplicas(err, c.Replicas))
 		}
+		if c.Replicas > 1 {
+			if kv, err = leaderReads(ctx, js, b.cfg.Bucket); err != nil {
+				return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, err)
+			}
+		}
 		*b.kv = kv
 	}
 	return s, nil
+}
+
+// leaderReads turns direct gets off on a replicated bucket and binds it
+// again. A KV bucket answers Get with direct gets, which any replica serves,
+// and a follower may not have applied a write the leader has already
+// acknowledged: an api reading a task another api just created, or a record
+// a worker just finished, could find nothing or an older version. With direct
+// gets off, every Get goes to the stream's leader, which has all it
+// acknowledged. (CreateOrUpdateKeyValue turns them on again; every process
+// turns them off again as it starts, and Gets of a store bound this way go to
+// the leader either way.)
+func leaderReads(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	// Another process starting at the same time may turn direct gets on
+	// again (its CreateOrUpdateKeyValue) between our update and our bind;
+	// the bound store keeps the setting it saw, so bind until it saw off.
+	for range 10 {
+		st, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, err
+		}
+		if cfg := st.CachedInfo().Config; cfg.AllowDirect {
+			cfg.AllowDirect = false
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return nil, fmt.Errorf("turning direct gets off: %w", err)
+			}
+		}
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			return nil, err
+		}
+		if st, err := js.Stream(ctx, "KV_"+bucket); err == nil && !st.CachedInfo().Config.AllowDirect {
+			return kv, nil // off before and after the bind
+		}
+	}
+	return nil, fmt.Errorf("direct gets keep being turned back on (other processes starting?)")
 }
 
 // Close stops the store's watchers.

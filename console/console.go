@@ -4,6 +4,12 @@
 // records across owners, follows the store's change feed and cancels tasks
 // through the producer.
 //
+// The console follows the change feed only while it is in use (see
+// Config.TrackIdle): an api whose console nobody opens does not decode every
+// record write of the system. The attempts it shows for a task are those it
+// saw start, so a task picked up while nobody used the console has no
+// pick-up time or attempt history on the page, only its record.
+//
 // With an Authenticate function configured the API answers only admins: a
 // caller whose subject is listed in Admins. The page itself holds no data; it
 // asks for a bearer token and sends it with every API call.
@@ -53,6 +59,10 @@ type Config struct {
 	// Heartbeat is how often an idle event stream sends a comment, so
 	// proxies keep it open. Default 15s.
 	Heartbeat time.Duration
+	// TrackIdle is how long the console keeps following the store's change
+	// feed, to note each attempt's pick-up, after its last request or the
+	// close of its last event stream. Default 2m.
+	TrackIdle time.Duration
 }
 
 // Console is the http.Handler for everything under Path.
@@ -63,9 +73,9 @@ type Console struct {
 	mux   *http.ServeMux
 }
 
-// New returns the console. When the store has a change feed, it follows it
-// until ctx ends, to note when each attempt of a task was picked up (the
-// record only says how many there were).
+// New returns the console. When the store has a change feed, the console
+// follows it while in use and ctx lasts, to note when each attempt of a task
+// was picked up (the record only says how many there were).
 func New(ctx context.Context, cfg Config) *Console {
 	if cfg.MaxTasks <= 0 {
 		cfg.MaxTasks = 200
@@ -76,17 +86,21 @@ func New(ctx context.Context, cfg Config) *Console {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
-	c := &Console{cfg: cfg, track: newTracker(10000), mux: http.NewServeMux()}
-	c.feed, _ = cfg.Store.(taskstate.Feed)
-	if c.feed != nil {
-		go c.track.follow(ctx, c.feed)
+	if cfg.TrackIdle <= 0 {
+		cfg.TrackIdle = trackIdle
 	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux()}
+	c.feed, _ = cfg.Store.(taskstate.Feed)
+	c.track = newTracker(ctx, c.feed, 10000, cfg.TrackIdle)
 	page, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.StripPrefix(strings.TrimSuffix(Path, "/"), http.FileServerFS(page))
-	c.mux.Handle("GET "+Path, files)
+	c.mux.Handle("GET "+Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.track.use() // the page is about to open its event stream
+		files.ServeHTTP(w, r)
+	}))
 	c.mux.HandleFunc("GET "+Path+"api/tasks", c.guard(c.list))
 	c.mux.HandleFunc("GET "+Path+"api/tasks/{id}", c.guard(c.detail))
 	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
@@ -147,6 +161,7 @@ func (c *Console) guard(next func(http.ResponseWriter, *http.Request, string)) h
 			}
 			who = sub
 		}
+		c.track.use()
 		next(w, r, who)
 	}
 }
@@ -236,7 +251,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, _ string) {
 
 // timings of a task. Picked up is when the console saw the first attempt
 // start (the record keeps no such time): unknown for tasks picked up while
-// no console followed the feed.
+// the console was not in use, even if it saw later attempts.
 type timings struct {
 	CreatedAt  time.Time  `json:"createdAt"`
 	PickedUpAt *time.Time `json:"pickedUpAt,omitempty"`
@@ -274,7 +289,7 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, _ string) {
 		tm.FinishedAt = &end
 	}
 	ms := func(d time.Duration) *int64 { v := d.Milliseconds(); return &v }
-	if len(ans.Attempts) > 0 {
+	if len(ans.Attempts) > 0 && ans.Attempts[0].N == 1 {
 		p := ans.Attempts[0].At
 		tm.PickedUpAt = &p
 		tm.QueuedMs = ms(p.Sub(t.CreatedAt))
@@ -312,6 +327,7 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ string) {
 		writeErr(w, http.StatusInternalServerError, "streaming unsupported")
 		return
 	}
+	defer c.track.open()()
 	ch, err := c.feed.Changes(r.Context())
 	if err != nil {
 		writeErr(w, http.StatusServiceUnavailable, "change feed: "+err.Error())
@@ -336,6 +352,9 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ string) {
 			if t == nil {
 				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
 			} else {
+				// The tracker's own subscription may have started after
+				// this stream's: what the stream shows, it knows.
+				c.track.see(t)
 				b, _ := json.Marshal(rowOf(t))
 				fmt.Fprintf(w, "event: task\ndata: %s\n\n", b)
 			}

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,8 +38,46 @@ func (c *cancels) Cancel(_ context.Context, id string) error {
 
 type fixture struct {
 	store *natskv.Store
+	feed  *countedFeed // the store as the console sees it
 	exec  *cancels
 	srv   *httptest.Server
+}
+
+// countedFeed is the store with its change feed subscriptions counted: made
+// in all, made before the console had any request, and open.
+type countedFeed struct {
+	*natskv.Store
+	used atomic.Bool // the console has had a request
+
+	mu                  sync.Mutex
+	calls, early, alive int
+}
+
+func (f *countedFeed) Changes(ctx context.Context) (<-chan *taskstate.Task, error) {
+	ch, err := f.Store.Changes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.calls++
+	f.alive++
+	if !f.used.Load() {
+		f.early++
+	}
+	f.mu.Unlock()
+	go func() {
+		<-ctx.Done()
+		f.mu.Lock()
+		f.alive--
+		f.mu.Unlock()
+	}()
+	return ch, nil
+}
+
+func (f *countedFeed) counts() (calls, early, alive int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls, f.early, f.alive
 }
 
 func newFixture(t *testing.T, cfg console.Config) *fixture {
@@ -50,11 +89,15 @@ func newFixture(t *testing.T, cfg console.Config) *fixture {
 		t.Fatalf("natskv.New: %v", err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	f := &fixture{store: st, exec: &cancels{}}
-	cfg.Store = st
+	f := &fixture{store: st, feed: &countedFeed{Store: st}, exec: &cancels{}}
+	cfg.Store = f.feed
 	cfg.Producer = producer.New(st, f.exec, nil)
 	mux := http.NewServeMux()
-	mux.Handle(console.Path, console.New(t.Context(), cfg))
+	cons := console.New(t.Context(), cfg)
+	mux.Handle(console.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.feed.used.Store(true)
+		cons.ServeHTTP(w, r)
+	}))
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
@@ -193,16 +236,7 @@ func TestConsoleEvents(t *testing.T) {
 	f := newFixture(t, console.Config{})
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/console/api/events", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
-		t.Fatalf("events: %d %s", resp.StatusCode, ct)
-	}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(f.events(t, ctx))
 	next := func() (event, data string) {
 		for sc.Scan() {
 			line := sc.Text()
@@ -222,16 +256,11 @@ func TestConsoleEvents(t *testing.T) {
 		t.Fatalf("first event %q, want ready", ev)
 	}
 	tk := f.task(t, "wait", taskstate.Working, 0)
-	picked, err := taskstate.Mutate(ctx, f.store, tk.ID, time.Now, func(x *taskstate.Task) error {
-		x.Attempt = 1
-		x.Lease = &taskstate.Lease{Worker: "w1", Expires: time.Now().Add(time.Minute)}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	picked := f.pickUp(t, tk.ID, 1, "w1")
+	// The create, then the pickup; a stream that reads late gets only the
+	// pickup, as unread versions of a record coalesce into the newest.
 	var seen []string
-	for len(seen) < 2 {
+	for len(seen) == 0 || seen[len(seen)-1] != "working/w1" {
 		ev, data := next()
 		var r struct {
 			ID, Status, Worker string
@@ -240,10 +269,9 @@ func TestConsoleEvents(t *testing.T) {
 		if ev != "task" || json.Unmarshal([]byte(data), &r) != nil || r.ID != tk.ID {
 			t.Fatalf("event %s %s, want a row of %s", ev, data, tk.ID)
 		}
-		seen = append(seen, r.Status+"/"+r.Worker)
-	}
-	if seen[0] != "working/" || seen[1] != "working/w1" {
-		t.Fatalf("rows on the stream %v, want the create then the pickup by w1", seen)
+		if seen = append(seen, r.Status+"/"+r.Worker); len(seen) > 2 || len(seen) == 2 && seen[0] != "working/" {
+			t.Fatalf("rows on the stream %v, want the create then the pickup by w1", seen)
+		}
 	}
 
 	// The console's own follower saw the pickup too (it has no event to wait on).
@@ -330,5 +358,131 @@ func TestConsoleAccess(t *testing.T) {
 	}
 	if got, _ := f.store.Get(t.Context(), tk.ID); got.Status != taskstate.Working {
 		t.Fatalf("a refused cancel changed the task: %s", got.Status)
+	}
+}
+
+// events opens the console's event stream, until ctx ends.
+func (f *fixture) events(t *testing.T, ctx context.Context) io.Reader {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/console/api/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("events: %d %s", resp.StatusCode, ct)
+	}
+	return resp.Body
+}
+
+// pickUp writes the version a worker writes when it takes the task.
+func (f *fixture) pickUp(t *testing.T, id string, attempt int, worker string) *taskstate.Task {
+	t.Helper()
+	tk, err := taskstate.Mutate(t.Context(), f.store, id, time.Now, func(x *taskstate.Task) error {
+		x.Attempt = attempt
+		x.Lease = &taskstate.Lease{Worker: worker, Expires: time.Now().Add(time.Minute)}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk
+}
+
+type attemptsAnswer struct {
+	Attempts []struct {
+		N      int
+		Worker string
+	} `json:"attempts"`
+	Timings struct{ PickedUpAt *time.Time } `json:"timings"`
+}
+
+// TestConsoleFollowsFeedOnlyInUse: no change feed subscription until the
+// console gets a request; one while it is used or an event stream is open,
+// ending TrackIdle after the last use; and a task whose first attempts ran
+// before has a history without them and no pick-up time.
+func TestConsoleFollowsFeedOnlyInUse(t *testing.T) {
+	const idle = 300 * time.Millisecond
+	f := newFixture(t, console.Config{TrackIdle: idle})
+	waitAlive := func(what string, want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, _, alive := f.feed.counts()
+			if alive == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d feed subscriptions open after 10s, want %d", what, alive, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	detail := func(id string) attemptsAnswer {
+		t.Helper()
+		var d attemptsAnswer
+		if code := f.do(t, "GET", "/console/api/tasks/"+id, "", &d); code != 200 {
+			t.Fatalf("detail: %d", code)
+		}
+		return d
+	}
+
+	// Work goes on before anyone opens the console.
+	early := f.task(t, "wait", taskstate.Working, 0)
+	f.pickUp(t, early.ID, 1, "w1")
+	if calls, _, _ := f.feed.counts(); calls != 0 {
+		t.Fatalf("%d change feed subscriptions before any console request, want 0", calls)
+	}
+
+	// The first request starts following; the early task's first attempt
+	// stays unknown, its second is seen.
+	if code := f.do(t, "GET", "/console/api/tasks", "", nil); code != 200 {
+		t.Fatalf("list: %d", code)
+	}
+	waitAlive("after the first request", 1)
+	f.pickUp(t, early.ID, 2, "w2")
+	deadline := time.Now().Add(10 * time.Second)
+	d := detail(early.ID)
+	for len(d.Attempts) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("detail never showed the second attempt")
+		}
+		time.Sleep(20 * time.Millisecond)
+		d = detail(early.ID)
+	}
+	if len(d.Attempts) != 1 || d.Attempts[0].N != 2 || d.Attempts[0].Worker != "w2" || d.Timings.PickedUpAt != nil {
+		t.Fatalf("attempts %+v, picked up at %v; want only attempt 2 by w2 and no pick-up time", d.Attempts, d.Timings.PickedUpAt)
+	}
+
+	// An open event stream keeps the console following for several idle
+	// periods without any other request.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if line, err := bufio.NewReader(f.events(t, ctx)).ReadString('\n'); err != nil || line != "event: ready\n" {
+		t.Fatalf("event stream began with %q, %v", line, err)
+	}
+	waitAlive("with an event stream open", 2) // the tracker's and the stream's
+	for start := time.Now(); time.Since(start) < 3*idle; time.Sleep(10 * time.Millisecond) {
+		if _, _, alive := f.feed.counts(); alive != 2 {
+			t.Fatalf("%d feed subscriptions open %s into an open event stream, want 2", alive, time.Since(start))
+		}
+	}
+
+	// Closing the stream leaves the tracker following for the idle period.
+	cancel()
+	closed := time.Now()
+	waitAlive("after the event stream closed", 1)
+	waitAlive("after the idle period", 0)
+	if gone := time.Since(closed); gone < idle {
+		t.Fatalf("stopped following %s after the last use, want at least %s", gone, idle)
+	}
+
+	// The next request follows again.
+	calls, _, _ := f.feed.counts()
+	detail(early.ID)
+	waitAlive("after a request to an idle console", 1)
+	if again, early, _ := f.feed.counts(); again != calls+1 || early != 0 {
+		t.Fatalf("%d feed subscriptions after a request to an idle console (%d made before the first request), want %d (0)", again, early, calls+1)
 	}
 }

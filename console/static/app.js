@@ -174,7 +174,7 @@ async function showDetail(id) {
     el("dt", {}, "attempts"), el("dd", {}, String(t.attempt || 0)),
     el("dt", {}, "lease"), el("dd", {}, t.lease ? `${t.lease.worker} until ${clock(t.lease.expires)}` : "—"),
     el("dt", {}, "created"), el("dd", {}, clock(tm.createdAt)),
-    el("dt", {}, "picked up"), el("dd", {}, tm.pickedUpAt ? `${clock(tm.pickedUpAt)} (queued ${dur(tm.queuedMs)})` : "not seen"),
+    el("dt", {}, "picked up"), el("dd", {}, tm.pickedUpAt ? `${clock(tm.pickedUpAt)} (queued ${dur(tm.queuedMs)})` : t.attempt ? "not seen" : "—"),
     el("dt", {}, "finished"), el("dd", {}, tm.finishedAt ? `${clock(tm.finishedAt)} (ran ${dur(tm.runningMs)})` : "—"),
     el("dt", {}, "total"), el("dd", {}, dur(tm.totalMs)),
     el("dt", {}, "revision"), el("dd", {}, String(d.revision)));
@@ -185,8 +185,20 @@ async function showDetail(id) {
   pane.dataset.status = t.status;
   pane.replaceChildren(el("h3", {}, t.id), dl,
     isActive(t.status) ? el("button", { class: "cancel", type: "button", "data-id": t.id }, "cancel task") : "",
-    el("h2", {}, "attempts seen"), d.attempts.length ? runs : el("p", { class: "why" }, "none seen by this console"),
+    el("h2", {}, "attempts seen"), ...attemptsSeen(t, d.attempts, runs),
     el("h2", {}, "record"), el("pre", {}, JSON.stringify(t, null, 2)));
+}
+
+// attemptsSeen explains a history with gaps: the console notes pick-ups
+// only while it is in use, so attempts made before it was opened are unknown.
+function attemptsSeen(t, attempts, runs) {
+  if (!attempts.length) {
+    return [el("p", { class: "why" }, t.attempt ? "none seen: the console notes pick-ups only while it is open" : "none yet")];
+  }
+  if (attempts[0].n > 1) {
+    return [runs, el("p", { class: "why" }, `attempts before ${attempts[0].n} ran while the console was not open`)];
+  }
+  return [runs];
 }
 
 async function cancelTask(id, button) {

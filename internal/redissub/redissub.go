@@ -9,9 +9,10 @@
 //
 // Subscribers of the same channel (or pattern) share one server-side
 // subscription, counted by reference. When the connection breaks, go-redis
-// reconnects and subscribes again; messages published in between are lost,
-// and each Handler's Resubscribed hook says so, letting a caller re-read what
-// it may have missed.
+// reconnects and subscribes again; messages published in between are lost.
+// Each Handler's Interrupted hook says so when the break is noticed, and its
+// Resubscribed hook once the subscription is renewed, letting a caller stop
+// trusting what it holds meanwhile and re-read what it may have missed.
 package redissub
 
 import (
@@ -34,6 +35,11 @@ type Handler struct {
 	// Resubscribed, if set, is called after a reconnection renewed the
 	// subscription: messages published while it was down were lost.
 	Resubscribed func()
+	// Interrupted, if set, is called when the connection failed under a
+	// subscription the server had confirmed: messages may be lost from then
+	// until Resubscribed. A subscription not confirmed yet is not told: its
+	// Subscribe returns only once it is live on the new connection.
+	Interrupted func()
 }
 
 // healthInterval is how often an idle connection is pinged, so a dead one is
@@ -210,6 +216,9 @@ func (m *Mux) read(ps *redis.PubSub) {
 			}
 			// go-redis replaces a broken connection and subscribes again
 			// on the next read; back off while the server is unreachable.
+			if failures == 0 {
+				m.interrupted()
+			}
 			failures++
 			wait := min(time.Duration(failures)*100*time.Millisecond, 2*time.Second)
 			select {
@@ -263,6 +272,25 @@ func (m *Mux) dispatch(msg any) {
 		if ch, ok := m.pongs[msg.Payload]; ok {
 			delete(m.pongs, msg.Payload)
 			close(ch)
+		}
+	}
+}
+
+// interrupted tells the confirmed subscriptions that the connection failed.
+func (m *Mux) interrupted() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	for _, e := range m.entries {
+		if !e.seen {
+			continue
+		}
+		for s := range e.subs {
+			if s.h.Interrupted != nil {
+				s.h.Interrupted()
+			}
 		}
 	}
 }

@@ -139,3 +139,49 @@ func waitCounts(t *testing.T, mu *sync.Mutex, got, want map[string]int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// When the connection breaks, a confirmed subscription hears Interrupted,
+// then Resubscribed once go-redis has renewed it, and messages flow again.
+func TestInterruptedThenResubscribed(t *testing.T) {
+	t.Parallel()
+	sc, name := redistest.NamedClient(t)
+	admin := redistest.Client(t)
+	m := redissub.New(sc)
+	t.Cleanup(func() { _ = m.Close() })
+	ctx := t.Context()
+
+	events := make(chan string, 16)
+	_, err := m.Subscribe(ctx, name, redissub.Handler{
+		Message:      func(_, p string) { events <- "message " + p },
+		Interrupted:  func() { events <- "interrupted" },
+		Resubscribed: func() { events <- "resubscribed" },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := redistest.KillSubscribers(t, admin, name); n != 1 {
+		t.Fatalf("found %d subscriber connections to kill, want 1", n)
+	}
+	next := func() string {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10s")
+			return ""
+		}
+	}
+	if e := next(); e != "interrupted" {
+		t.Fatalf("first event after the kill %q, want interrupted", e)
+	}
+	if e := next(); e != "resubscribed" {
+		t.Fatalf("second event after the kill %q, want resubscribed", e)
+	}
+	if err := admin.Publish(ctx, name, "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(); e != "message x" {
+		t.Fatalf("after resubscribing got %q, want message x", e)
+	}
+}

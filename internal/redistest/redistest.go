@@ -7,6 +7,7 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"os"
@@ -29,7 +30,16 @@ func Addr() string {
 // the test if the server does not answer.
 func Client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: Addr(), ClientName: Name(t)})
+	c, _ := NamedClient(t)
+	return c
+}
+
+// NamedClient is Client, also returning the fresh name its connections give
+// the server (CLIENT SETNAME), by which KillSubscribers finds them.
+func NamedClient(t testing.TB) (*redis.Client, string) {
+	t.Helper()
+	name := Name(t)
+	c := redis.NewClient(&redis.Options{Addr: Addr(), ClientName: name})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
@@ -37,7 +47,7 @@ func Client(t testing.TB) *redis.Client {
 		t.Fatalf("redistest: no Redis at %s (set MCPQ_TEST_REDIS): %v", Addr(), err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return c, name
 }
 
 // Name returns a fresh name for t's keys, channels and queues: letters,
@@ -70,4 +80,34 @@ func DeleteKeys(t testing.TB, c redis.UniversalClient, prefix string) {
 			_ = c.Del(ctx, keys...).Err()
 		}
 	})
+}
+
+// KillSubscribers kills the connections in pub/sub mode whose client name is
+// name (see redis.Options.ClientName), as a network failure would, and
+// returns how many there were. Only a test's own connections carry its name,
+// so no other test is disturbed.
+func KillSubscribers(t testing.TB, admin redis.UniversalClient, name string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	list, err := admin.ClientList(ctx).Result()
+	if err != nil {
+		t.Fatalf("redistest: CLIENT LIST: %v", err)
+	}
+	killed := 0
+	sc := bufio.NewScanner(strings.NewReader(list))
+	for sc.Scan() {
+		f := map[string]string{}
+		for _, kv := range strings.Fields(sc.Text()) {
+			k, v, _ := strings.Cut(kv, "=")
+			f[k] = v
+		}
+		if f["name"] == name && f["sub"] != "0" {
+			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", f["id"]).Err(); err != nil {
+				t.Fatalf("redistest: CLIENT KILL: %v", err)
+			}
+			killed++
+		}
+	}
+	return killed
 }

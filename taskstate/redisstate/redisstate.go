@@ -23,9 +23,13 @@
 //
 // The catalog is a hash of tool name → JSON, a sorted set of expiry times
 // (Redis server time, so worker clocks do not matter) and a version counter
-// bumped whenever the set of tools or a definition changes. Reads purge expired
-// entries and fetch the hash only when the version differs from the one the
-// Store has cached, so a repeated tools/list costs one small round trip.
+// bumped whenever the set of tools or a definition changes; each bump is
+// PUBLISHed on <Prefix>catalog. Reads purge expired entries and fetch the
+// hash only when the version differs from the one the Store has cached. The
+// Store subscribes to <Prefix>catalog on its first catalog read and then
+// answers from its cache, with no round trip, until a message arrives, the
+// pub/sub connection breaks, or the first cached tool's expiry passes
+// (tool.go).
 //
 // A session is a JSON string under <Prefix>session:<id>, written with an
 // expiry of Config.SessionTTL.
@@ -124,6 +128,7 @@ func (s *Store) Close() error {
 		if e := s.sub.Close(); e != nil {
 			err = fmt.Errorf("redisstate: close: %w", e)
 		}
+		s.stopCatalog() // after the Mux, whose handlers may mark it live
 	})
 	return err
 }

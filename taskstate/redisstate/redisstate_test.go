@@ -1,7 +1,6 @@
 package redisstate_test
 
 import (
-	"bufio"
 	"errors"
 	"strings"
 	"testing"
@@ -278,9 +277,7 @@ func TestOwnerIndexRetention(t *testing.T) {
 // arrives.
 func TestWatchSurvivesReconnect(t *testing.T) {
 	t.Parallel()
-	name := redistest.Name(t)
-	c := redis.NewClient(&redis.Options{Addr: redistest.Addr(), ClientName: name})
-	t.Cleanup(func() { _ = c.Close() })
+	c, name := redistest.NamedClient(t)
 	admin := redistest.Client(t)
 	prefix := name + ":"
 	redistest.DeleteKeys(t, admin, prefix)
@@ -300,23 +297,8 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 
 	// Kill the store's subscriber connection (named after this test, in
 	// pub/sub mode), then write the terminal version.
-	killed := 0
-	list, err := admin.ClientList(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(strings.NewReader(list))
-	for sc.Scan() {
-		f := fields(sc.Text())
-		if f["name"] == name && f["sub"] != "0" {
-			if err := admin.Do(ctx, "CLIENT", "KILL", "ID", f["id"]).Err(); err != nil {
-				t.Fatal(err)
-			}
-			killed++
-		}
-	}
-	if killed != 1 {
-		t.Fatalf("found %d subscriber connections to kill, want 1", killed)
+	if n := redistest.KillSubscribers(t, admin, name); n != 1 {
+		t.Fatalf("found %d subscriber connections to kill, want 1", n)
 	}
 	done, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error {
 		t.Status = taskstate.Completed
@@ -328,15 +310,6 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 	if v := recv(t, ch); v.Revision != done.Revision {
 		t.Fatalf("after reconnect got revision %d, want %d", v.Revision, done.Revision)
 	}
-}
-
-func fields(line string) map[string]string {
-	m := map[string]string{}
-	for _, kv := range strings.Fields(line) {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	return m
 }
 
 func newTask() *taskstate.Task {

@@ -5,50 +5,85 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// Scan implements taskstate.Store. A bucket-wide watcher with history off
-// delivers the newest value of every key and then a nil marker; the scan
-// ends there. Terminal records are decoded too (the status lives inside the
-// value), and skipped when only active ones are asked for.
+// Scan implements taskstate.Store. An ordered consumer with deliver-last-
+// per-subject reads the newest value of every key, pulled in batches of
+// scanBatch, until the consumer has nothing pending. Pulling bounds what the
+// client holds: a push watcher over a bucket retaining 100,000 finished
+// tasks had the server push them all into the client's buffers at once, and
+// the api's resident memory grew with the store (the reaper scans every few
+// seconds). Terminal records are skipped undecoded when only active ones
+// are asked for (see mayBeActive).
 func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := s.tasks.WatchAll(ctx, jetstream.IgnoreDeletes())
+	st, err := s.js.Stream(ctx, "KV_"+s.cfg.TaskBucket)
 	if err != nil {
 		return fmt.Errorf("natskv: scan: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.subj + ">"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("natskv: scan: %w", err)
+	}
 	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("natskv: scan: watcher stopped")
-			}
-			if e == nil {
-				return nil // every current value was delivered
-			}
-			if active && !mayBeActive(e.Value()) {
-				continue
-			}
-			t, err := taskstate.Decode(e.Value(), e.Revision())
+		batch, err := cons.Fetch(scanBatch, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("natskv: scan: %w", err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
 			if err != nil {
-				continue // a record this build cannot read is not the scan's to fail on
+				return fmt.Errorf("natskv: scan: %w", err)
 			}
-			if active && t.Status.Terminal() {
-				continue
-			}
-			if !fn(t) {
+			if !s.scanOne(m, meta.Sequence.Stream, active, fn) {
 				return nil
 			}
+			if meta.NumPending == 0 {
+				return nil // every current value was delivered
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("natskv: scan: %w", err)
+		}
+		if n == 0 {
+			return nil // what was there expired or was purged meanwhile
 		}
 	}
+}
+
+// scanBatch is how many records one pull of a scan asks for.
+const scanBatch = 256
+
+// scanOne hands a scanned record to fn unless it is a delete marker or,
+// for an active scan, finished; false when fn asks to stop.
+func (s *Store) scanOne(m jetstream.Msg, rev uint64, active bool, fn func(*taskstate.Task) bool) bool {
+	if op := m.Headers().Get("KV-Operation"); op != "" {
+		return true // a delete or purge marker
+	}
+	v := m.Data()
+	if active && !mayBeActive(v) {
+		return true
+	}
+	t, err := taskstate.Decode(v, rev)
+	if err != nil {
+		return true // a record this build cannot read is not the scan's to fail on
+	}
+	if active && t.Status.Terminal() {
+		return true
+	}
+	return fn(t)
 }
 
 // Status fields of the active statuses as stored records spell them.

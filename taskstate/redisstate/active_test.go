@@ -70,21 +70,11 @@ func scanActiveIDs(t *testing.T, s *redisstate.Store) []string {
 	return got
 }
 
-// With thousands of retained terminal records, an active Scan after the
-// first (reconciling) one reads the active index: no SCAN, and Redis work in
-// proportion to the active records only.
-func TestActiveScanReadsIndex(t *testing.T) {
-	t.Parallel()
-	const total, live = 2000, 10
-	counter := &commandCounter{calls: map[string]int{}}
-	c := redistest.Client(t)
-	c.AddHook(counter)
-	prefix := redistest.Name(t) + ":"
-	redistest.DeleteKeys(t, c, prefix)
-	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
-	t.Cleanup(func() { _ = s.Close() })
-	ctx := t.Context()
-
+// populate writes total tasks to s, live of them active and the others
+// finished through Update, and returns the active ids, sorted.
+func populate(tb testing.TB, s *redisstate.Store, total, live int) []string {
+	tb.Helper()
+	ctx := tb.Context()
 	tasks := make([]*taskstate.Task, total)
 	var active []string
 	for i := range tasks {
@@ -94,12 +84,13 @@ func TestActiveScanReadsIndex(t *testing.T) {
 		}
 	}
 	slices.Sort(active)
-	// Eight writers, to keep the test short.
+	// Eight writers, to keep it short.
+	const writers = 8
 	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
+	errs := make(chan error, writers)
+	for w := range writers {
 		wg.Go(func() {
-			for i := w; i < total; i += 8 {
+			for i := w; i < total; i += writers {
 				if err := s.Create(ctx, tasks[i]); err != nil {
 					errs <- err
 					return
@@ -120,8 +111,24 @@ func TestActiveScanReadsIndex(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return active
+}
+
+// With thousands of retained terminal records, an active Scan after the
+// first (reconciling) one reads the active index: no SCAN, and Redis work in
+// proportion to the active records only.
+func TestActiveScanReadsIndex(t *testing.T) {
+	t.Parallel()
+	const total, live = 2000, 10
+	counter := &commandCounter{calls: map[string]int{}}
+	c := redistest.Client(t)
+	c.AddHook(counter)
+	s, prefix := prefixedStore(t, c)
+	ctx := t.Context()
+
+	active := populate(t, s, total, live)
 	// The scripts alone keep the index: only the active records are in it.
 	members, err := c.SMembers(ctx, prefix+"active").Result()
 	if err != nil {
@@ -161,10 +168,7 @@ func TestActiveScanReadsIndex(t *testing.T) {
 func TestActiveIndexRepair(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	prefix := redistest.Name(t) + ":"
-	redistest.DeleteKeys(t, c, prefix)
-	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
-	t.Cleanup(func() { _ = s.Close() })
+	s, prefix := prefixedStore(t, c)
 	ctx := t.Context()
 	index := prefix + "active"
 

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
-	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/statetest"
 )
 
@@ -12,10 +11,6 @@ import (
 // writes and publishes the change) and one read (statetest.BenchmarkUpdate)
 // on the real Redis.
 func BenchmarkUpdate(b *testing.B) {
-	c := redistest.Client(b)
-	prefix := redistest.Name(b) + ":"
-	redistest.DeleteKeys(b, c, prefix)
-	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
-	b.Cleanup(func() { _ = s.Close() })
+	s, _ := prefixedStore(b, redistest.Client(b))
 	statetest.BenchmarkUpdate(b, s)
 }

@@ -9,6 +9,11 @@
 // never expire) and PUBLISHes "<revision> <JSON>" on <Prefix>watch:<id>. No
 // server configuration (keyspace notifications) is needed.
 //
+// Active records are listed in the set <Prefix>active (active.go), which the
+// create, update and delete scripts keep in the same step as the record, so
+// the reaper's active Scan reads the few active records instead of walking
+// every retained one.
+//
 // Tasks with an owner are also listed in their owner's index (index.go): the
 // create script adds the task there in the same step that stores the record,
 // and the update script schedules the entry's removal for when a terminal
@@ -59,6 +64,13 @@ type Config struct {
 	ToolTTL time.Duration
 	// SessionTTL is a session's lifetime, counted from PutSession. Default 24h.
 	SessionTTL time.Duration
+	// ReconcileEvery is how often an active Scan also walks every record
+	// key and adds the active records missing from the active index: the
+	// first active Scan of a Store does, then one at most this often. A
+	// record is missing when an older version wrote it (a rolling upgrade)
+	// or it was restored by hand; until the next reconciliation active
+	// scans do not see it. Default 10m.
+	ReconcileEvery time.Duration
 }
 
 func (c *Config) withDefaults() Config {
@@ -74,6 +86,9 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.SessionTTL <= 0 {
 		out.SessionTTL = 24 * time.Hour
+	}
+	if out.ReconcileEvery <= 0 {
+		out.ReconcileEvery = 10 * time.Minute
 	}
 	return out
 }
@@ -91,6 +106,7 @@ type Store struct {
 	closed               chan struct{}
 	closeOnce            sync.Once
 	catalog              catalogCache
+	recon                reconciler
 }
 
 var (
@@ -135,6 +151,13 @@ func (s *Store) Close() error {
 
 func (s *Store) taskKey(id string) string   { return s.cfg.Prefix + "task:" + id }
 func (s *Store) watchChan(id string) string { return s.cfg.Prefix + "watch:" + id }
+func (s *Store) activeKey() string          { return s.cfg.Prefix + "active" }
+
+// recordKeys are the keys the create and update scripts write: the record,
+// the active index and, for an owned task, its owner's index.
+func (s *Store) recordKeys(t *taskstate.Task) []string {
+	return append([]string{s.taskKey(t.ID), s.activeKey()}, s.ownerKeys(t.Owner)...)
+}
 
 // ttlArg is the retention a write applies: the record's TTL once it is
 // terminal, none (0, PERSIST) while it is active or when the TTL is unlimited.
@@ -145,35 +168,38 @@ func ttlArg(t *taskstate.Task) int64 {
 	return 0
 }
 
-// createScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
-// its owner's index and retention sets; ARGV[1] JSON, ARGV[2] TTL ms (0:
-// none), ARGV[3] task id, ARGV[4] creation time (unix ns), ARGV[5] change
-// channel. Returns 0 if the key exists, else the new revision (1).
-const createScript = indexLua + `
+// createScript: KEYS[1] record, KEYS[2] the active index, and for an owned
+// task KEYS[3] and KEYS[4] its owner's index and retention sets; ARGV[1]
+// JSON, ARGV[2] TTL ms (0: none), ARGV[3] task id, ARGV[4] creation time
+// (unix ns), ARGV[5] change channel, ARGV[6] "1" if the record is active.
+// Returns 0 if the key exists, else the new revision (1).
+const createScript = indexLua + activeLua + `
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', 1)
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
-if #KEYS == 3 then
+markActive(KEYS[2], ARGV[3], ARGV[6])
+if #KEYS == 4 then
   local now = nowMs()
-  prune(KEYS[2], KEYS[3], now, 100)
-  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+  prune(KEYS[3], KEYS[4], now, 100)
+  redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
   if ttl > 0 then
-    redis.call('ZADD', KEYS[3], now + ttl, ARGV[3])
+    redis.call('ZADD', KEYS[4], now + ttl, ARGV[3])
   else
-    redis.call('ZREM', KEYS[3], ARGV[3])
+    redis.call('ZREM', KEYS[4], ARGV[3])
   end
-  settle(KEYS[2], KEYS[3])
+  settle(KEYS[3], KEYS[4])
 end
 redis.call('PUBLISH', ARGV[5], '1 ' .. ARGV[1])
 return 1`
 
-// updateScript: KEYS[1] record, and for an owned task KEYS[2] and KEYS[3]
-// its owner's index and retention sets; ARGV[1] expected revision, ARGV[2]
-// JSON, ARGV[3] TTL ms (0: none), ARGV[4] change channel, ARGV[5] task id.
+// updateScript: KEYS[1] record, KEYS[2] the active index, and for an owned
+// task KEYS[3] and KEYS[4] its owner's index and retention sets; ARGV[1]
+// expected revision, ARGV[2] JSON, ARGV[3] TTL ms (0: none), ARGV[4] change
+// channel, ARGV[5] task id, ARGV[6] "1" if the new version is active.
 // Returns -1 if there is no record, -2 on a revision mismatch, else the new
 // revision.
-const updateScript = indexLua + `
+const updateScript = indexLua + activeLua + `
 local cur = redis.call('HGET', KEYS[1], 'r')
 if not cur then return -1 end
 if cur ~= ARGV[1] then return -2 end
@@ -185,14 +211,15 @@ if ttl > 0 then
 else
   redis.call('PERSIST', KEYS[1])
 end
-if #KEYS == 3 then
+markActive(KEYS[2], ARGV[5], ARGV[6])
+if #KEYS == 4 then
   if ttl > 0 then
-    if redis.call('ZSCORE', KEYS[2], ARGV[5]) then
-      redis.call('ZADD', KEYS[3], nowMs() + ttl, ARGV[5])
-      settle(KEYS[2], KEYS[3])
+    if redis.call('ZSCORE', KEYS[3], ARGV[5]) then
+      redis.call('ZADD', KEYS[4], nowMs() + ttl, ARGV[5])
+      settle(KEYS[3], KEYS[4])
     end
-  elseif redis.call('ZREM', KEYS[3], ARGV[5]) == 1 then
-    settle(KEYS[2], KEYS[3])
+  elseif redis.call('ZREM', KEYS[4], ARGV[5]) == 1 then
+    settle(KEYS[3], KEYS[4])
   end
 end
 redis.call('PUBLISH', ARGV[4], rev .. ' ' .. ARGV[2])
@@ -206,8 +233,8 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
-	keys := append([]string{s.taskKey(t.ID)}, s.ownerKeys(t.Owner)...)
-	n, err := s.create.Run(ctx, s.rdb, keys, b, ttlArg(t), t.ID, t.CreatedAt.UnixNano(), s.watchChan(t.ID)).Int64()
+	n, err := s.create.Run(ctx, s.rdb, s.recordKeys(t),
+		b, ttlArg(t), t.ID, t.CreatedAt.UnixNano(), s.watchChan(t.ID), activeArg(t)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: create %s: %w", t.ID, err)
 	}
@@ -246,9 +273,8 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
-	keys := append([]string{s.taskKey(t.ID)}, s.ownerKeys(t.Owner)...)
-	n, err := s.update.Run(ctx, s.rdb, keys,
-		strconv.FormatUint(t.Revision, 10), b, ttlArg(t), s.watchChan(t.ID), t.ID).Int64()
+	n, err := s.update.Run(ctx, s.rdb, s.recordKeys(t),
+		strconv.FormatUint(t.Revision, 10), b, ttlArg(t), s.watchChan(t.ID), t.ID, activeArg(t)).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: update %s: %w", t.ID, err)
 	}

@@ -31,6 +31,17 @@ func newStore(c redis.UniversalClient) statetest.NewStoreFunc {
 	}
 }
 
+// prefixedStore returns a store on c under a fresh key prefix, closed and
+// its keys deleted when tb ends.
+func prefixedStore(tb testing.TB, c redis.UniversalClient) (*redisstate.Store, string) {
+	tb.Helper()
+	prefix := redistest.Name(tb) + ":"
+	redistest.DeleteKeys(tb, c, prefix)
+	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
+	tb.Cleanup(func() { _ = s.Close() })
+	return s, prefix
+}
+
 func TestContract(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
@@ -79,10 +90,7 @@ func TestWatchAcrossStores(t *testing.T) {
 func TestExpiryOnlyWhenTerminal(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	prefix := redistest.Name(t) + ":"
-	redistest.DeleteKeys(t, c, prefix)
-	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
-	t.Cleanup(func() { _ = s.Close() })
+	s, prefix := prefixedStore(t, c)
 	ctx := t.Context()
 
 	task := newTask()
@@ -122,10 +130,7 @@ func TestExpiryOnlyWhenTerminal(t *testing.T) {
 func TestOwnerIndexRetention(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	prefix := redistest.Name(t) + ":"
-	redistest.DeleteKeys(t, c, prefix)
-	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
-	t.Cleanup(func() { _ = s.Close() })
+	s, prefix := prefixedStore(t, c)
 	ctx := t.Context()
 
 	owned := func(owner string, ttl time.Duration) *taskstate.Task {

@@ -10,7 +10,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// scanBatch is how many keys one SCAN step asks for.
+// scanBatch is how many keys one SCAN or SSCAN step asks for.
 const scanBatch = 500
 
 // scanReadScript reads the records among KEYS: {key, JSON, revision, …}.
@@ -32,14 +32,19 @@ return out`
 
 var scanRead = redis.NewScript(scanReadScript)
 
-// Scan implements taskstate.Store with SCAN over the record keys, reading
-// each batch in one script call.
+// Scan implements taskstate.Store. An active Scan reads the active index
+// (active.go); a full one walks every record key with SCAN.
 func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
-	flag := "0"
 	if active {
-		flag = "1"
+		return s.scanActive(ctx, fn)
 	}
-	match := s.cfg.Prefix + "task:*"
+	return s.walk(ctx, false, fn)
+}
+
+// walk SCANs the record keys, reading each batch in one script call; with
+// active set it reads and visits only the active records.
+func (s *Store) walk(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
+	match := s.taskKey("*")
 	var cursor uint64
 	for {
 		keys, next, err := s.rdb.Scan(ctx, cursor, match, scanBatch).Result()
@@ -47,24 +52,18 @@ func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) 
 			return fmt.Errorf("redisstate: scan: %w", err)
 		}
 		if len(keys) > 0 {
-			vals, err := scanRead.Run(ctx, s.rdb, keys, flag).Slice()
+			vals, err := scanRead.Run(ctx, s.rdb, keys, luaFlag(active)).Slice()
 			if err != nil {
 				return fmt.Errorf("redisstate: scan: %w", err)
 			}
-			for i := 0; i+2 < len(vals); i += 3 {
-				v, _ := vals[i+1].(string)
-				r, _ := vals[i+2].(string)
-				rev, err := strconv.ParseUint(r, 10, 64)
-				if err != nil {
-					continue
+			more := readRows(vals, func(t *taskstate.Task) bool {
+				if active && t.Status.Terminal() {
+					return true // terminal without a TTL: unlimited retention
 				}
-				t, err := taskstate.Decode([]byte(v), rev)
-				if err != nil || active && t.Status.Terminal() {
-					continue
-				}
-				if !fn(t) {
-					return nil
-				}
+				return fn(t)
+			})
+			if !more {
+				return nil
 			}
 		}
 		if next == 0 {
@@ -74,11 +73,36 @@ func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) 
 	}
 }
 
-// deleteScript: KEYS[1] record; ARGV[1] expected revision. Returns 1 if it
-// deleted the record, 0 if the revision moved (or the record is gone).
+// readRows decodes a read script's rows, {key or id, JSON, revision, …},
+// and calls fn with each record until it returns false (then readRows
+// does). Unreadable rows are skipped.
+func readRows(vals []any, fn func(*taskstate.Task) bool) bool {
+	for i := 0; i+2 < len(vals); i += 3 {
+		v, _ := vals[i+1].(string)
+		r, _ := vals[i+2].(string)
+		rev, err := strconv.ParseUint(r, 10, 64)
+		if err != nil {
+			continue
+		}
+		t, err := taskstate.Decode([]byte(v), rev)
+		if err != nil {
+			continue
+		}
+		if !fn(t) {
+			return false
+		}
+	}
+	return true
+}
+
+// deleteScript: KEYS[1] record, KEYS[2] the active index; ARGV[1] expected
+// revision, ARGV[2] task id. Returns 1 if it deleted the record, 0 if the
+// revision moved (or the record is gone). The record is terminal, so it is
+// normally not in the index; it is when an older version finished it.
 var deleteScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'r') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[2])
 return 1`)
 
 // Delete implements taskstate.Store. The owner index entry goes when List
@@ -91,7 +115,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := taskstate.Purgeable(t); err != nil {
 		return err
 	}
-	n, err := deleteScript.Run(ctx, s.rdb, []string{s.taskKey(id)}, strconv.FormatUint(t.Revision, 10)).Int()
+	n, err := deleteScript.Run(ctx, s.rdb, []string{s.taskKey(id), s.activeKey()},
+		strconv.FormatUint(t.Revision, 10), id).Int()
 	if err != nil {
 		return fmt.Errorf("redisstate: delete %s: %w", id, err)
 	}

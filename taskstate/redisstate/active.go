@@ -1,0 +1,202 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// The active index is a set, <Prefix>active, of the ids of active records.
+// The api's reaper scans active records every few seconds, while finished
+// records are retained for their TTL (an hour by default): walking every
+// record key would cost Redis work in proportion to the tasks of the last
+// hour, most of them long finished, on every reap. The set holds only the
+// active ones.
+//
+// The create and update scripts add a task to the set when they write an
+// active version and remove it when they write a terminal one, in the same
+// step as the record; the delete script removes it too. A plain set is
+// enough: active Scan needs membership and SSCAN, not an order.
+//
+// Two things can still make the set wrong, and active Scan repairs both:
+//
+//   - A member whose record is gone (deleted by hand, evicted) or terminal
+//     (finished by an older version, whose scripts do not know the set):
+//     the script that reads a batch drops members whose record is missing
+//     or has a TTL, and Scan drops the few terminal ones without a TTL
+//     (unlimited retention) it decodes.
+//   - An active record that is not a member: one written by an older
+//     version during a rolling upgrade, or restored by hand. Scan cannot
+//     find these through the set, so the first active Scan of a Store, and
+//     then one every Config.ReconcileEvery, first walks every record key as
+//     a full Scan does and adds the active records it finds. Until then the
+//     older replicas' own reapers, which still walk every key, cover them.
+
+// activeLua holds the helper the create and update scripts share.
+const activeLua = `
+-- markActive keeps id in the active index exactly while its record is
+-- active ('1').
+local function markActive(set, id, active)
+  if active == '1' then
+    redis.call('SADD', set, id)
+  else
+    redis.call('SREM', set, id)
+  end
+end
+`
+
+// activeArg is the scripts' active flag for the version t.
+func activeArg(t *taskstate.Task) string { return luaFlag(!t.Status.Terminal()) }
+
+// luaFlag is how the scripts take a boolean argument.
+func luaFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// activeReadScript: KEYS[1] the active index; ARGV[1] record key prefix,
+// ARGV[2…] task ids. Returns {id, JSON, revision, …} for the ids whose
+// record exists without a TTL (only terminal records have one), and drops
+// the others from the index.
+var activeRead = redis.NewScript(`
+local out, gone = {}, {}
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  local k = ARGV[1] .. id
+  local v
+  if redis.call('PTTL', k) == -1 then v = redis.call('HMGET', k, 'v', 'r') end
+  if v and v[1] and v[2] then
+    out[#out+1] = id
+    out[#out+1] = v[1]
+    out[#out+1] = v[2]
+  else
+    gone[#gone+1] = id
+  end
+end
+if #gone > 0 then redis.call('SREM', KEYS[1], unpack(gone)) end
+return out`)
+
+// markScript: KEYS[1] the active index; ARGV[1] record key prefix, ARGV[2]
+// "1" to add, "0" to remove, ARGV[3…] task id and revision pairs. It marks
+// only ids whose record still has the revision Scan read: a newer version's
+// writer has marked it already, or it was an older version, which the next
+// reconciliation or active Scan sees. Returns how many it changed.
+var markScript = redis.NewScript(`
+local n = 0
+for i = 3, #ARGV, 2 do
+  if redis.call('HGET', ARGV[1] .. ARGV[i], 'r') == ARGV[i+1] then
+    if ARGV[2] == '1' then
+      n = n + redis.call('SADD', KEYS[1], ARGV[i])
+    else
+      n = n + redis.call('SREM', KEYS[1], ARGV[i])
+    end
+  end
+end
+return n`)
+
+// reconciler decides which active Scans walk every record key.
+type reconciler struct {
+	mu   sync.Mutex
+	next time.Time // zero: the next active Scan reconciles
+}
+
+// due reports whether an active Scan at now reconciles, and if so counts it
+// as done until every has passed (a failed one calls retry).
+func (r *reconciler) due(now time.Time, every time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Before(r.next) {
+		return false
+	}
+	r.next = now.Add(every)
+	return true
+}
+
+func (r *reconciler) retry() {
+	r.mu.Lock()
+	r.next = time.Time{}
+	r.mu.Unlock()
+}
+
+// scanActive is Scan(active): through the index, after reconciling it when
+// due.
+func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) error {
+	if s.recon.due(time.Now(), s.cfg.ReconcileEvery) {
+		if err := s.reconcile(ctx); err != nil {
+			s.recon.retry()
+			return err
+		}
+	}
+	var cursor uint64
+	for {
+		ids, next, err := s.rdb.SScan(ctx, s.activeKey(), cursor, "", scanBatch).Result()
+		if err != nil {
+			return fmt.Errorf("redisstate: scan: %w", err)
+		}
+		if len(ids) > 0 {
+			args := make([]any, 0, len(ids)+1)
+			args = append(args, s.taskKey(""))
+			for _, id := range ids {
+				args = append(args, id)
+			}
+			vals, err := activeRead.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Slice()
+			if err != nil {
+				return fmt.Errorf("redisstate: scan: %w", err)
+			}
+			var finished []any // terminal without a TTL: id, revision pairs
+			more := readRows(vals, func(t *taskstate.Task) bool {
+				if t.Status.Terminal() {
+					finished = append(finished, t.ID, strconv.FormatUint(t.Revision, 10))
+					return true
+				}
+				return fn(t)
+			})
+			if err := s.mark(ctx, false, finished); err != nil {
+				return err
+			}
+			if !more {
+				return nil
+			}
+		}
+		if next == 0 {
+			return nil
+		}
+		cursor = next
+	}
+}
+
+// reconcile walks every record key and adds the active records to the
+// index; most are members already, which SADD leaves as they are.
+func (s *Store) reconcile(ctx context.Context) error {
+	var found []any // id, revision pairs
+	err := s.walk(ctx, true, func(t *taskstate.Task) bool {
+		found = append(found, t.ID, strconv.FormatUint(t.Revision, 10))
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return s.mark(ctx, true, found)
+}
+
+// mark adds (active) or removes the ids of id, revision pairs, a batch per
+// script call.
+func (s *Store) mark(ctx context.Context, active bool, pairs []any) error {
+	for len(pairs) > 0 {
+		n := min(len(pairs), 2*scanBatch)
+		args := append([]any{s.taskKey(""), luaFlag(active)}, pairs[:n]...)
+		if err := markScript.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Err(); err != nil {
+			return fmt.Errorf("redisstate: scan: active index: %w", err)
+		}
+		pairs = pairs[n:]
+	}
+	return nil
+}

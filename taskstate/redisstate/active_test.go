@@ -1,0 +1,264 @@
+package redisstate_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
+)
+
+// commandCounter is a go-redis hook that counts the commands a client sends
+// and the arguments they carry (keys and ids included).
+type commandCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+	args  int
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commandCounter) count(cmd redis.Cmder) {
+	c.mu.Lock()
+	c.calls[cmd.Name()]++
+	c.args += len(cmd.Args())
+	c.mu.Unlock()
+}
+
+// reset returns the counts so far and starts again from zero.
+func (c *commandCounter) reset() (calls map[string]int, args int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls, args = c.calls, c.args
+	c.calls, c.args = map[string]int{}, 0
+	return calls, args
+}
+
+// scanActiveIDs returns the ids an active Scan of s visits, sorted.
+func scanActiveIDs(t *testing.T, s *redisstate.Store) []string {
+	t.Helper()
+	var got []string
+	if err := s.Scan(t.Context(), true, func(task *taskstate.Task) bool {
+		got = append(got, task.ID)
+		return true
+	}); err != nil {
+		t.Fatalf("Scan(active): %v", err)
+	}
+	slices.Sort(got)
+	return got
+}
+
+// populate writes total tasks to s, live of them active and the others
+// finished through Update, and returns the active ids, sorted.
+func populate(tb testing.TB, s *redisstate.Store, total, live int) []string {
+	tb.Helper()
+	ctx := tb.Context()
+	tasks := make([]*taskstate.Task, total)
+	var active []string
+	for i := range tasks {
+		tasks[i] = newTask()
+		if i < live {
+			active = append(active, tasks[i].ID)
+		}
+	}
+	slices.Sort(active)
+	// Eight writers, to keep it short.
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < total; i += writers {
+				if err := s.Create(ctx, tasks[i]); err != nil {
+					errs <- err
+					return
+				}
+				if i < live {
+					continue
+				}
+				if _, err := taskstate.Mutate(ctx, s, tasks[i].ID, time.Now, func(t *taskstate.Task) error {
+					t.Status = taskstate.Completed
+					return nil
+				}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		tb.Fatal(err)
+	}
+	return active
+}
+
+// With thousands of retained terminal records, an active Scan after the
+// first (reconciling) one reads the active index: no SCAN, and Redis work in
+// proportion to the active records only.
+func TestActiveScanReadsIndex(t *testing.T) {
+	t.Parallel()
+	const total, live = 2000, 10
+	counter := &commandCounter{calls: map[string]int{}}
+	c := redistest.Client(t)
+	c.AddHook(counter)
+	s, prefix := prefixedStore(t, c)
+	ctx := t.Context()
+
+	active := populate(t, s, total, live)
+	// The scripts alone keep the index: only the active records are in it.
+	members, err := c.SMembers(ctx, prefix+"active").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(members)
+	if !slices.Equal(members, active) {
+		t.Fatalf("active index holds %d ids after the writes, want the %d active ones", len(members), live)
+	}
+
+	counter.reset()
+	if got := scanActiveIDs(t, s); !slices.Equal(got, active) {
+		t.Fatalf("first Scan(active) visited %v, want %v", got, active)
+	}
+	if calls, _ := counter.reset(); calls["scan"] == 0 {
+		t.Fatalf("first Scan(active) sent no SCAN (%v), want a reconciling walk", calls)
+	}
+	for range 3 {
+		if got := scanActiveIDs(t, s); !slices.Equal(got, active) {
+			t.Fatalf("Scan(active) visited %v, want %v", got, active)
+		}
+		calls, args := counter.reset()
+		if calls["scan"] != 0 || calls["sscan"] == 0 {
+			t.Fatalf("Scan(active) after the first sent %v, want SSCAN and no SCAN", calls)
+		}
+		// A few commands whose arguments name the 10 active ids, not the
+		// 2000 records.
+		if args > 100 {
+			t.Fatalf("Scan(active) sent %d arguments (%v) for %d active of %d records", args, calls, live, total)
+		}
+	}
+}
+
+// The index heals: an active record an older version wrote (not in the
+// index) is found at the next reconciliation; members whose record was
+// deleted by hand or finished by an older version leave it.
+func TestActiveIndexRepair(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	s, prefix := prefixedStore(t, c)
+	ctx := t.Context()
+	index := prefix + "active"
+
+	// writeOld stores a version as an older version's scripts do: the
+	// record hash, a TTL when terminal, and no index.
+	writeOld := func(task *taskstate.Task, rev int64, ttl time.Duration) {
+		t.Helper()
+		b, err := taskstate.Encode(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := prefix + "task:" + task.ID
+		if err := c.HSet(ctx, key, "v", b, "r", rev).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if ttl > 0 {
+			err = c.PExpire(ctx, key, ttl).Err()
+		} else {
+			err = c.Persist(ctx, key).Err()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func() *taskstate.Task {
+		t.Helper()
+		task := newTask()
+		if err := s.Create(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	finished := func(task *taskstate.Task) *taskstate.Task {
+		done := *task
+		done.Status = taskstate.Completed
+		return &done
+	}
+	members := func() []string {
+		t.Helper()
+		m, err := c.SMembers(ctx, index).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(m)
+		return m
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+
+	kept := create()
+	before := newTask() // written by an older version before this store's first Scan
+	writeOld(before, 1, 0)
+	if got, want := scanActiveIDs(t, s), sorted(kept.ID, before.ID); !slices.Equal(got, want) {
+		t.Fatalf("first Scan(active) visited %v, want %v", got, want)
+	}
+	if got, want := members(), sorted(kept.ID, before.ID); !slices.Equal(got, want) {
+		t.Fatalf("index after the reconciling Scan holds %v, want %v", got, want)
+	}
+
+	// Between reconciliations active scans read the index only; repairs
+	// happen there.
+	after := newTask() // an older version's task after the reconciliation
+	writeOld(after, 1, 0)
+	gone := create()
+	if err := c.Del(ctx, prefix+"task:"+gone.ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expiring := create() // finished by an older version, retained 60s
+	writeOld(finished(expiring), 2, time.Minute)
+	forever := create() // finished by an older version, retained forever
+	writeOld(finished(forever), 2, 0)
+	purged := create() // finished by an older version, then purged
+	writeOld(finished(purged), 2, 0)
+	if err := s.Delete(ctx, purged.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := members(), sorted(kept.ID, before.ID, gone.ID, expiring.ID, forever.ID); !slices.Equal(got, want) {
+		t.Fatalf("index before the repairing Scan holds %v, want %v", got, want)
+	}
+	if got, want := scanActiveIDs(t, s), sorted(kept.ID, before.ID); !slices.Equal(got, want) {
+		t.Fatalf("Scan(active) between reconciliations visited %v, want %v", got, want)
+	}
+	if got, want := members(), sorted(kept.ID, before.ID); !slices.Equal(got, want) {
+		t.Fatalf("index after the repairing Scan holds %v, want %v", got, want)
+	}
+
+	redisstate.ReconcileNext(s)
+	if got, want := scanActiveIDs(t, s), sorted(kept.ID, before.ID, after.ID); !slices.Equal(got, want) {
+		t.Fatalf("Scan(active) after a reconciliation visited %v, want %v", got, want)
+	}
+	if got, want := members(), sorted(kept.ID, before.ID, after.ID); !slices.Equal(got, want) {
+		t.Fatalf("index after the second reconciliation holds %v, want %v", got, want)
+	}
+}

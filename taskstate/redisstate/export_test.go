@@ -1,0 +1,5 @@
+package redisstate
+
+// ReconcileNext makes s's next active Scan reconcile the active index, as
+// if Config.ReconcileEvery had passed.
+func ReconcileNext(s *Store) { s.recon.retry() }

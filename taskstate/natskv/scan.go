@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -35,30 +36,34 @@ func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) 
 	if err != nil {
 		return fmt.Errorf("natskv: scan: %w", err)
 	}
+	// One consumer for the whole scan (each Fetch of an ordered consumer
+	// would create it anew); Messages pulls scanBatch at a time.
+	it, err := cons.Messages(jetstream.PullMaxMessages(scanBatch))
+	if err != nil {
+		return fmt.Errorf("natskv: scan: %w", err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(ctx, it.Stop)()
 	for {
-		batch, err := cons.Fetch(scanBatch, jetstream.FetchMaxWait(5*time.Second))
+		m, err := it.Next(jetstream.NextMaxWait(5 * time.Second))
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if errors.Is(err, nats.ErrTimeout) {
+			return nil // what was counted expired or was purged meanwhile
+		}
 		if err != nil {
 			return fmt.Errorf("natskv: scan: %w", err)
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			meta, err := m.Metadata()
-			if err != nil {
-				return fmt.Errorf("natskv: scan: %w", err)
-			}
-			if !s.scanOne(m, meta.Sequence.Stream, active, fn) {
-				return nil
-			}
-			if meta.NumPending == 0 {
-				return nil // every current value was delivered
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+		meta, err := m.Metadata()
+		if err != nil {
 			return fmt.Errorf("natskv: scan: %w", err)
 		}
-		if n == 0 {
-			return nil // what was there expired or was purged meanwhile
+		if !s.scanOne(m, meta.Sequence.Stream, active, fn) {
+			return nil
+		}
+		if meta.NumPending == 0 {
+			return nil // every current value was delivered
 		}
 	}
 }

@@ -137,7 +137,7 @@ type Config struct {
 	// 1/BusyPollInterval times a second (500 at 2ms).
 	BusyPollInterval time.Duration
 	// BusyFor is how long a consumer stays busy after handing out its last
-	// job (and holding none). Default 1s.
+	// job. Default 1s.
 	BusyFor time.Duration
 	// Dedupe is how long a finished job keeps its id, refusing re-enqueues
 	// of it (Asynq Retention). Default 10m, like natsbroker.

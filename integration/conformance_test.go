@@ -52,6 +52,10 @@ func TestConformanceSuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("conformance suite skipped in -short mode")
 	}
+	// Install the Node harness once, under officialNode's lock, before
+	// the per-broker subtests run scripts/conformance.sh in parallel: each
+	// would otherwise run its own npm ci in the same directory.
+	officialNode(t)
 	onBrokers(t, func(t *testing.T, s *system) {
 		s.conformanceWorker(t, "conformance-worker")
 		runConformance(t, s.mcpURL, "2026-07-28", conformanceScenarios)

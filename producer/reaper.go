@@ -68,16 +68,22 @@ type ReapStats struct {
 // one: each action is a compare-and-set on the record, so two reapers never
 // both act on the same state of a task, and a republished job that races
 // another is held off by the live lease of whichever run took it first.
+//
+// A pass scans the active records, which on NATS means streaming past every
+// retained record (see natskv.Store.Scan). So that a large store cannot keep
+// an api busy scanning, the wait after a pass is also at least
+// reapBusyFactor times what the pass took.
 func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 	c := cfg.withDefaults()
-	tick := time.NewTicker(c.Interval)
-	defer tick.Stop()
+	wait := time.NewTimer(c.Interval)
+	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-wait.C:
 		}
+		began := time.Now()
 		st, err := p.ReapOnce(ctx, &c)
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Logger.Warn().Err(err).Msg("reaper pass failed")
@@ -85,7 +91,16 @@ func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 		if st.Requeued+st.Failed > 0 {
 			p.cfg.Logger.Info().Int("active", st.Active).Int("requeued", st.Requeued).Int("failed", st.Failed).Msg("reaper pass")
 		}
+		wait.Reset(reapWait(c.Interval, time.Since(began)))
 	}
+}
+
+// reapBusyFactor bounds the reaper to about a tenth of an api's time.
+const reapBusyFactor = 10
+
+// reapWait is the wait after a pass that took took.
+func reapWait(interval, took time.Duration) time.Duration {
+	return max(interval, reapBusyFactor*took)
 }
 
 // errNothingToDo tells Mutate that the task no longer needs the reaper.

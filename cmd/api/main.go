@@ -113,7 +113,7 @@ func main() {
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
 	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
-	fs.DurationVar(&c.reapInterval, "reap-interval", wiring.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs; 0: no reaper (env MCPQ_REAP_INTERVAL)")
+	fs.DurationVar(&c.reapInterval, "reap-interval", wiring.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper (env MCPQ_REAP_INTERVAL)")
 	fs.DurationVar(&c.publishGrace, "publish-grace", wiring.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
 	_ = fs.Parse(os.Args[1:])
 

@@ -90,9 +90,15 @@ type catalogCache struct {
 // invalidate marks the cache stale; the next read asks Redis.
 func (c *catalogCache) invalidate() {
 	c.mu.Lock()
+	c.staleLocked()
+	c.mu.Unlock()
+}
+
+// staleLocked marks the cache stale and ends the freshness of any read in
+// flight. c.mu is held.
+func (c *catalogCache) staleLocked() {
 	c.gen++
 	c.fresh = false
-	c.mu.Unlock()
 }
 
 // setLive records whether the subscription is receiving messages. Either
@@ -103,8 +109,7 @@ func (c *catalogCache) setLive(live bool) {
 	if !live {
 		c.breaks++
 	}
-	c.gen++
-	c.fresh = false
+	c.staleLocked()
 	c.mu.Unlock()
 }
 
@@ -241,8 +246,7 @@ func (s *Store) subscribeCatalog(ctx context.Context, breaks uint64) {
 	// Resubscribed to say when it is live again.
 	if c.breaks == breaks {
 		c.live = true
-		c.gen++
-		c.fresh = false
+		c.staleLocked()
 	}
 }
 
@@ -253,8 +257,7 @@ func (s *Store) stopCatalog() {
 	c := &s.catalog
 	c.mu.Lock()
 	c.live = false
-	c.fresh = false
-	c.gen++
+	c.staleLocked()
 	c.mu.Unlock()
 }
 

@@ -51,7 +51,7 @@
 // 1/BusyPollInterval times a second. Changing pace starts a new asynq.Server
 // and retires the old one (it takes no more jobs and shuts down once the jobs
 // it holds are settled); see consumer.pace for why it waits until the
-// consumer holds few jobs.
+// consumer holds no job.
 //
 // # Leases and crash recovery
 //
@@ -477,14 +477,15 @@ func (c *consumer) poke() {
 // new server does not know about, so it could take more jobs than the
 // consumer has slots — jobs that would wait in a handler for a Next instead
 // of going to another worker. So pace switches only while the consumer holds
-// at most an eighth of its slots (at least one): what can be taken too many
-// is bounded by that, only when the new server is full, and only until the
-// retired jobs end. A consumer kept busier than that stays at its pace; a
-// full server does not poll.
+// no job (the old server may still finish a dequeue it began before it was
+// retired: one job, at that instant). Under a load of short jobs that comes within a job's time (the
+// idle server takes what is queued, runs it, and sleeps); a consumer that
+// always holds a job keeps its pace: idle, its jobs wait for the idle poll
+// as before pacing; busy, its server polls every BusyPollInterval while it
+// has free slots and the queues are empty (a full server does not poll).
 func (c *consumer) pace() {
 	timer := time.NewTimer(c.cfg.BusyFor)
 	defer timer.Stop()
-	spare := max(1, c.slots/8)
 	for {
 		select {
 		case <-c.stopping:
@@ -495,7 +496,7 @@ func (c *consumer) pace() {
 		since := time.Since(time.Unix(0, c.lastOut.Load()))
 		busy := since < c.cfg.BusyFor
 		c.mu.Lock()
-		if c.cur.busy != busy && c.heldLocked() <= spare {
+		if c.cur.busy != busy && c.heldLocked() == 0 {
 			c.switchLocked(busy)
 		}
 		c.mu.Unlock()

@@ -329,7 +329,7 @@ func (a *Authenticator) authenticate(r *http.Request) (mcpfront.Principal, error
 	p := mcpfront.Principal{Issuer: iss, Subject: sub}
 	if a.cfg.TenantClaim != "" {
 		t, ok := claims[a.cfg.TenantClaim].(string)
-		if !ok || t == "" || strings.Contains(t, "|") {
+		if !ok || t == "" {
 			return mcpfront.Principal{}, refuse(CodeInvalidToken, "the access token has no valid tenant claim", nil)
 		}
 		p.Tenant = t

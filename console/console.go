@@ -11,8 +11,9 @@
 // pick-up time or attempt history on the page, only its record.
 //
 // With an Authenticate function configured the API answers only admins: a
-// caller whose subject is listed in Admins. The page itself holds no data; it
-// asks for a bearer token and sends it with every API call.
+// caller whose whole principal (tenant and subject, or owner key) is listed
+// in Admins. The page itself holds no data; it asks for a bearer token and
+// sends it with every API call.
 package console
 
 import (
@@ -45,10 +46,11 @@ type Config struct {
 	Store    taskstate.Store
 	Producer *producer.Producer
 	// Authenticate, if set, identifies the caller of an API request (from
-	// its bearer token); the API then answers only subjects in Admins. Nil
-	// leaves the API open, like an api running without authentication.
-	Authenticate func(r *http.Request) (subject string, err error)
-	Admins       []string
+	// its bearer token); the API then answers only callers that one of
+	// Admins admits (ParseAdmins). Nil leaves the API open, like an api
+	// running without authentication.
+	Authenticate func(r *http.Request) (Identity, error)
+	Admins       []Admin
 	// AllowedHosts are Host names accepted besides loopback ones, so a
 	// DNS-rebinding page cannot reach a console on localhost.
 	AllowedHosts []string
@@ -149,17 +151,17 @@ func (c *Console) guard(next func(http.ResponseWriter, *http.Request, string)) h
 		}
 		who := "anonymous"
 		if c.cfg.Authenticate != nil {
-			sub, err := c.cfg.Authenticate(r)
+			id, err := c.cfg.Authenticate(r)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpqueue console"`)
 				writeErr(w, http.StatusUnauthorized, "a console admin's bearer token is required: "+err.Error())
 				return
 			}
-			if !slices.Contains(c.cfg.Admins, sub) {
-				writeErr(w, http.StatusForbidden, "subject "+strconv.Quote(sub)+" is not a console admin (--console-admins)")
+			if !slices.ContainsFunc(c.cfg.Admins, func(a Admin) bool { return a.Admits(id) }) {
+				writeErr(w, http.StatusForbidden, strconv.Quote(id.String())+" is not a console admin (--console-admins)")
 				return
 			}
-			who = sub
+			who = id.String()
 		}
 		c.track.use()
 		next(w, r, who)

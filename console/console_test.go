@@ -301,13 +301,13 @@ func TestConsoleEvents(t *testing.T) {
 
 func TestConsoleAccess(t *testing.T) {
 	f := newFixture(t, console.Config{
-		Admins: []string{"root"},
-		Authenticate: func(r *http.Request) (string, error) {
+		Admins: []console.Admin{{Subject: "root"}},
+		Authenticate: func(r *http.Request) (console.Identity, error) {
 			tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok {
-				return "", errors.New("no bearer token")
+				return console.Identity{}, errors.New("no bearer token")
 			}
-			return tok, nil // the test's tokens are their subjects
+			return console.Identity{Subject: tok, Owner: "iss|" + tok}, nil // the test's tokens are their subjects
 		},
 	})
 	tk := f.task(t, "wait", taskstate.Working, 0)

@@ -236,3 +236,67 @@ func TestAuthAPIStartup(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthConsoleTenantAdmins: with a tenant claim, console admins are named
+// by tenant and subject. A token for the admin's subject in another tenant
+// gets 403 on every console API path; the admin itself gets 200; a bare
+// subject in --console-admins stops the api at start.
+func TestAuthConsoleTenantAdmins(t *testing.T) {
+	t.Parallel()
+	b := harness.Build(t)
+	prefix := authPrefix(t)
+	be := harness.NewBackend(t, b, "nats", prefix)
+	iss := authtest.NewIssuer(t, auth.RS256)
+	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,
+		"--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
+	base := strings.TrimSuffix(mcpURL, "/mcp")
+	mint := func(sub, tenant string) string {
+		c := iss.Claims(sub, mcpURL)
+		c["tenant"] = tenant
+		return iss.Mint(t, c)
+	}
+	harness.Worker(t, b.Worker, "worker", be, prefix)
+	user := authClient(mcpURL, mint("user", "tenant-a"))
+	id := user.StartTask(t, "wait", map[string]any{"ms": 60000})
+	user.WaitStatus(t, id, 20*time.Second, "working")
+
+	console := func(method, path, token string) (int, string) {
+		req := must(http.NewRequestWithContext(t.Context(), method, base+path, nil))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, body := do(t, req)
+		return resp.StatusCode, string(body)
+	}
+	evil := mint("admin", "evil-tenant")
+	for _, p := range [][2]string{
+		{"GET", "/console/api/tasks"},
+		{"GET", "/console/api/tasks/" + id},
+		{"GET", "/console/api/events"},
+		{"GET", "/console/api/nope"},
+		{"POST", "/console/api/tasks/" + id + "/cancel"},
+	} {
+		if code, body := console(p[0], p[1], evil); code != 403 {
+			t.Errorf("%s %s as admin of evil-tenant: %d %s, want 403", p[0], p[1], code, body)
+		}
+	}
+	if tk := user.WaitStatus(t, id, 5*time.Second, "working"); tk.Status != "working" {
+		t.Fatalf("the task after the refused cancel: %+v", tk)
+	}
+	admin := mint("admin", "tenant-a")
+	if code, body := console("GET", "/console/api/tasks", admin); code != 200 || !strings.Contains(body, id) {
+		t.Fatalf("GET /console/api/tasks as tenant-a/admin: %d %.200s, want 200 listing %s", code, body, id)
+	}
+	if code, body := console("POST", "/console/api/tasks/"+id+"/cancel", admin); code != 200 {
+		t.Fatalf("cancel as tenant-a/admin: %d %s", code, body)
+	}
+	if tk := user.WaitStatus(t, id, 10*time.Second, "cancelled"); !strings.Contains(tk.StatusMessage, "console by tenant-a/admin") {
+		t.Fatalf("cancelled task: %+v", tk)
+	}
+
+	// A bare subject would match in every tenant: refused at start.
+	p := harness.Start(t, "api", b.API, nil, "--nats", "nats://127.0.0.1:1", "--log-json", "--auth-jwks-url", iss.JWKSURL,
+		"--auth-issuer", iss.URL, "--auth-tenant-claim", "tenant", "--console-admins", "admin")
+	harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "api still running with a bare console admin" })
+	if out := p.Output(); !strings.Contains(out, `admin \"admin\": with a tenant claim, name an admin as tenant/subject`) {
+		t.Fatalf("api with a bare console admin and a tenant claim: output lacks the reason:\n%s", out)
+	}
+}

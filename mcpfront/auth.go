@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 )
 
 // Authenticator checks the credentials of a request. mcpfront calls it first
@@ -20,16 +21,31 @@ type Principal struct {
 	Tenant  string // optional, from a configured claim
 }
 
-// Owner is the owner key stored on tasks and sessions.
+// Owner is the owner key stored on tasks and sessions: issuer and subject,
+// and the tenant when there is one, joined by "|". Each part has "%" and "|"
+// escaped (as %25 and %7C), so no part can carry the separator and two
+// different principals never share a key: a subject "alice|t1" is not
+// subject "alice" in tenant "t1", whether or not a tenant claim is read.
+// A part holding neither character is written as it is, so keys stored
+// before the escaping (all but those of such principals) still match.
 func (p Principal) Owner() string {
 	if p.Subject == "" {
 		return ""
 	}
-	o := p.Issuer + "|" + p.Subject
+	o := escapeOwnerPart(p.Issuer) + "|" + escapeOwnerPart(p.Subject)
 	if p.Tenant != "" {
-		o += "|" + p.Tenant
+		o += "|" + escapeOwnerPart(p.Tenant)
 	}
 	return o
+}
+
+var ownerEscaper = strings.NewReplacer("%", "%25", "|", "%7C")
+
+func escapeOwnerPart(s string) string {
+	if !strings.ContainsAny(s, "%|") {
+		return s
+	}
+	return ownerEscaper.Replace(s)
 }
 
 // Errors an Authenticator returns, wrapped with detail: ErrUnauthenticated

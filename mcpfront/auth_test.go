@@ -727,3 +727,86 @@ func TestAuthIsolationProbe(t *testing.T) {
 		ae.mustModern(t, "A cancels", alice, "tasks/cancel", map[string]any{"taskId": id})
 	}
 }
+
+// TestOwnerKeyUnambiguous: claim sets that used to share an owner key (the
+// parts were joined by "|" unescaped) now get different ones, and keys of
+// principals without "%" or "|" are what they were.
+func TestOwnerKeyUnambiguous(t *testing.T) {
+	const iss = "https://issuer.example"
+	ps := []mcpfront.Principal{
+		{Issuer: iss, Subject: "alice", Tenant: "t1"},
+		{Issuer: iss, Subject: "alice|t1"},
+		{Issuer: iss, Subject: "alice%7Ct1"},
+		{Issuer: iss, Subject: "alice%7Ct1", Tenant: ""},
+		{Issuer: iss + "|alice", Subject: "t1"},
+		{Issuer: iss, Subject: "alice|t1", Tenant: "t2"},
+		{Issuer: iss, Subject: "alice", Tenant: "t1|t2"},
+		{Issuer: iss, Subject: "alice", Tenant: "t1%7Ct2"},
+		{Issuer: iss, Subject: "alice"},
+		{Issuer: iss, Subject: "alice%"},
+		{Issuer: iss, Subject: "alice%25"},
+	}
+	seen := map[string]mcpfront.Principal{}
+	for _, p := range ps {
+		k := p.Owner()
+		if q, dup := seen[k]; dup && q != p {
+			t.Errorf("%+v and %+v share the owner key %q", p, q, k)
+		}
+		seen[k] = p
+	}
+	if got, want := (mcpfront.Principal{Issuer: iss, Subject: "alice", Tenant: "t1"}).Owner(), iss+"|alice|t1"; got != want {
+		t.Errorf("owner key of a plain principal: %q, want %q (unchanged from before the escaping)", got, want)
+	}
+	if got := (mcpfront.Principal{Issuer: iss, Subject: "alice|t1"}).Owner(); got != iss+"|alice%7Ct1" {
+		t.Errorf("owner key of subject alice|t1: %q", got)
+	}
+}
+
+// TestAuthSeparatorInSubject: a task owned by (alice, tenant t1) — stored
+// while the api read a tenant claim — is not reachable, once the claim is no
+// longer read, by tokens whose subject spells that key with the separator or
+// its escape: each gets the answer an unknown id gets, and the record is
+// untouched.
+func TestAuthSeparatorInSubject(t *testing.T) {
+	t.Parallel()
+	ae := newAuthEnv(t, []byte("separator-probe-key-of-32-bytes!"))
+	now := time.Now().UTC()
+	rec := &taskstate.Task{
+		ID: taskstate.NewID(), Kind: taskstate.KindTool, Tool: "echo", Status: taskstate.Working,
+		Owner: mcpfront.Principal{Issuer: ae.iss.URL, Subject: "alice", Tenant: "t1"}.Owner(),
+		Era:   taskstate.Era20260728, Mode: taskstate.ModeTask, CreatedAt: now, LastUpdatedAt: now,
+	}
+	if err := ae.store.Create(t.Context(), rec); err != nil {
+		t.Fatal(err)
+	}
+	unknown := taskstate.NewID()
+	for _, sub := range []string{"alice|t1", "alice%7Ct1", "alice%7ct1"} {
+		tok := ae.token(t, sub)
+		for _, method := range []string{"tasks/get", "tasks/cancel"} {
+			answer := func(id string) authAnswer {
+				m, h := newRequest(method, "probe", map[string]any{"taskId": id}, true)
+				body, _ := json.Marshal(m)
+				h.Set("Authorization", "Bearer "+tok)
+				req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, ae.url, bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Header = h
+				resp, err := ae.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return normalizeProbe(resp.StatusCode, resp.Header, b, id)
+			}
+			if got, want := answer(rec.ID), answer(unknown); got != want {
+				t.Errorf("sub %q, %s of (alice, t1)'s task:\n%+v\nwant the unknown-id answer\n%+v", sub, method, got, want)
+			}
+		}
+	}
+	got, err := ae.store.Get(t.Context(), rec.ID)
+	if err != nil || got.Revision != rec.Revision || got.Status != taskstate.Working {
+		t.Fatalf("(alice, t1)'s record changed: %+v, %v", got, err)
+	}
+}

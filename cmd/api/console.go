@@ -10,7 +10,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/console"
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -23,27 +22,33 @@ type consoleFlags struct {
 
 func (f *consoleFlags) flags(fs *flag.FlagSet) {
 	fs.BoolVar(&f.on, "console", os.Getenv("MCPQ_CONSOLE") != "0", "serve the task console at /console/ (env MCPQ_CONSOLE=0 turns it off); with authentication on it answers only --console-admins")
-	fs.StringVar(&f.admins, "console-admins", os.Getenv("MCPQ_CONSOLE_ADMINS"), "comma-separated token subjects (sub) allowed to use the task console when authentication is on (env MCPQ_CONSOLE_ADMINS)")
+	fs.StringVar(&f.admins, "console-admins", os.Getenv("MCPQ_CONSOLE_ADMINS"), "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim, or owner keys (env MCPQ_CONSOLE_ADMINS)")
 }
 
 // mount adds the console to mux: open without authentication (loopback or
 // --insecure-no-auth, like the API), admins only with it, and not at all
 // when authentication is on and no admin is named.
-func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *auth.Authenticator, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
+// admins are the parsed --console-admins (console.ParseAdmins).
+func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *auth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
 	if !f.on {
 		return
 	}
-	cfg := console.Config{Store: store, Producer: prod, AllowedHosts: hosts, Admins: wiring.SplitList(f.admins)}
+	cfg := console.Config{Store: store, Producer: prod, AllowedHosts: hosts}
 	if authn != nil {
+		cfg.Admins = admins
 		if len(cfg.Admins) == 0 {
 			log.Warn().Msg("task console not mounted: authentication is on and --console-admins names no one")
 			return
 		}
-		cfg.Authenticate = func(r *http.Request) (string, error) {
+		cfg.Authenticate = func(r *http.Request) (console.Identity, error) {
 			p, err := authn.Authenticate(r)
-			return p.Subject, err
+			return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}, err
 		}
 	}
 	mux.Handle(console.Path, console.New(ctx, cfg))
-	log.Info().Str("path", console.Path).Strs("admins", cfg.Admins).Bool("auth", authn != nil).Msg("task console mounted")
+	names := make([]string, len(cfg.Admins))
+	for i, a := range cfg.Admins {
+		names[i] = a.String()
+	}
+	log.Info().Str("path", console.Path).Strs("admins", names).Bool("auth", authn != nil).Msg("task console mounted")
 }

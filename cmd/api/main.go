@@ -38,6 +38,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/examples/demo"
 	"github.com/mcpqueue/mcpqueue/internal/wiring"
@@ -261,6 +262,10 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
+	admins, err := console.ParseAdmins(wiring.SplitList(c.console.admins), c.authTenantClaim != "")
+	if err != nil {
+		return err
+	}
 	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
 	if c.natsSync != "" && !allInOne {
 		return errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
@@ -374,7 +379,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			}
 		}
 	}
-	c.console.mount(ctx, mux, authn, prod, b.Store, hosts, log)
+	c.console.mount(ctx, mux, authn, admins, prod, b.Store, hosts, log)
 	if c.asynqmon {
 		if c.Broker != "asynq" {
 			return fmt.Errorf("--asynqmon needs --broker asynq")

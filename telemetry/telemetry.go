@@ -7,7 +7,7 @@
 // A *Telemetry is nil-safe: every method of a nil one does nothing, so the
 // library packages call their hooks unconditionally. It imports only the
 // standard library, Prometheus, the OpenTelemetry API and the broker seam;
-// exporters are chosen by the binaries (internal/wiring).
+// exporters are chosen by the binaries (backend).
 package telemetry
 
 import (

@@ -38,19 +38,20 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/examples/demo"
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/worker"
 )
 
 type config struct {
-	wiring.Options
-	worker           wiring.WorkerOptions
+	backend.Options
+	worker           worker.Options
 	listen           string
 	natsListen       string
 	dataDir          string
@@ -95,8 +96,8 @@ func main() {
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
 	fs.StringVar(&c.natsSync, "nats-sync", os.Getenv("MCPQ_NATS_SYNC"), "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always } (env MCPQ_NATS_SYNC)")
-	fs.DurationVar(&c.syncTimeout, "sync-timeout", wiring.EnvDuration("MCPQ_SYNC_TIMEOUT", 2*time.Minute), "how long a call from a client without task support waits for its result (env MCPQ_SYNC_TIMEOUT)")
-	fs.DurationVar(&c.taskTTL, "task-ttl", wiring.EnvDuration("MCPQ_TASK_TTL", time.Hour), "how long a finished task is kept (env MCPQ_TASK_TTL)")
+	fs.DurationVar(&c.syncTimeout, "sync-timeout", backend.EnvDuration("MCPQ_SYNC_TIMEOUT", 2*time.Minute), "how long a call from a client without task support waits for its result (env MCPQ_SYNC_TIMEOUT)")
+	fs.DurationVar(&c.taskTTL, "task-ttl", backend.EnvDuration("MCPQ_TASK_TTL", time.Hour), "how long a finished task is kept (env MCPQ_TASK_TTL)")
 	fs.StringVar(&c.allowedHosts, "allowed-hosts", os.Getenv("MCPQ_ALLOWED_HOSTS"), "comma-separated Host names accepted besides loopback (env MCPQ_ALLOWED_HOSTS)")
 	fs.StringVar(&c.allowedOrigins, "allowed-origins", os.Getenv("MCPQ_ALLOWED_ORIGINS"), "comma-separated Origins accepted besides loopback (env MCPQ_ALLOWED_ORIGINS)")
 	fs.BoolVar(&c.asynqmon, "asynqmon", os.Getenv("MCPQ_ASYNQMON") == "1", "asynq backend: serve the asynqmon queue dashboard at /asynqmon/ (env MCPQ_ASYNQMON=1); it has no auth of its own: only enable it behind your network controls")
@@ -110,12 +111,12 @@ func main() {
 	fs.StringVar(&c.authTenantClaim, "auth-tenant-claim", os.Getenv("MCPQ_AUTH_TENANT_CLAIM"), "OAuth: a claim naming the tenant; tasks are then owned by issuer, subject and tenant, and tokens without it are refused (env MCPQ_AUTH_TENANT_CLAIM)")
 	fs.StringVar(&c.authServers, "auth-authorization-server", os.Getenv("MCPQ_AUTH_AUTHORIZATION_SERVER"), "OAuth: authorization server issuer URLs listed in the protected resource metadata, comma-separated; default --auth-issuer (env MCPQ_AUTH_AUTHORIZATION_SERVER)")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", os.Getenv("MCPQ_INSECURE_NO_AUTH") == "1", "serve without authentication on a non-loopback --listen address: anyone who reaches it can run tools (env MCPQ_INSECURE_NO_AUTH=1)")
-	fs.Int64Var(&c.maxBody, "max-body", int64(wiring.EnvInt("MCPQ_MAX_BODY", 4<<20)), "largest request body in bytes (env MCPQ_MAX_BODY)")
+	fs.Int64Var(&c.maxBody, "max-body", int64(backend.EnvInt("MCPQ_MAX_BODY", 4<<20)), "largest request body in bytes (env MCPQ_MAX_BODY)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
-	fs.IntVar(&c.rateBurst, "rate-burst", wiring.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
-	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", wiring.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
-	fs.DurationVar(&c.reapInterval, "reap-interval", wiring.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper (env MCPQ_REAP_INTERVAL)")
-	fs.DurationVar(&c.publishGrace, "publish-grace", wiring.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
+	fs.IntVar(&c.rateBurst, "rate-burst", backend.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
+	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", backend.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
+	fs.DurationVar(&c.reapInterval, "reap-interval", backend.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper (env MCPQ_REAP_INTERVAL)")
+	fs.DurationVar(&c.publishGrace, "publish-grace", backend.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
 	_ = fs.Parse(os.Args[1:])
 
 	log := c.Logger("api")
@@ -193,7 +194,7 @@ func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*auth.A
 		Issuer: c.authIssuer, Audience: audience, JWKSURL: c.authJWKSURL,
 		Scopes:               strings.FieldsFunc(c.authScopes, func(r rune) bool { return r == ',' || r == ' ' }),
 		TenantClaim:          c.authTenantClaim,
-		AuthorizationServers: wiring.SplitList(c.authServers),
+		AuthorizationServers: backend.SplitList(c.authServers),
 		Logger:               log.With().Str("component", "auth").Logger(),
 	}
 	if c.authHS256KeyFile != "" {
@@ -262,7 +263,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if err != nil {
 		return err
 	}
-	admins, err := console.ParseAdmins(wiring.SplitList(c.console.admins), c.authTenantClaim != "")
+	admins, err := console.ParseAdmins(backend.SplitList(c.console.admins), c.authTenantClaim != "")
 	if err != nil {
 		return err
 	}
@@ -271,7 +272,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
 	}
 	if allInOne {
-		ns, url, err := wiring.EmbeddedNATS(c.dataDir, c.natsListen, c.natsSync, log)
+		ns, url, err := backend.EmbeddedNATS(c.dataDir, c.natsListen, c.natsSync, log)
 		if err != nil {
 			return err
 		}
@@ -286,12 +287,12 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	defer b.Close()
 
-	reg := wiring.NewRegistry()
+	reg := backend.NewRegistry()
 	tp, flush, err := c.TracerProvider(ctx, "api")
 	if err != nil {
 		return err
 	}
-	defer wiring.FlushSpans(flush, log)
+	defer backend.FlushSpans(flush, log)
 	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
 	tel.WatchQueue(b.Queue)
 	c.worker.Telemetry = tel
@@ -300,7 +301,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if allInOne {
 		mux := consumer.NewMux()
 		demo.Register(mux)
-		w := c.worker.NewWorker(b, log.With().Str("service", "worker").Logger())
+		w := c.worker.New(b, log.With().Str("service", "worker").Logger())
 		wg.Add(1)
 		runErr := make(chan error, 1)
 		go func() {
@@ -337,7 +338,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			})
 		}()
 	}
-	hosts := wiring.SplitList(c.allowedHosts)
+	hosts := backend.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
@@ -352,7 +353,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		Metrics:        reg,
 		StateKey:       []byte(os.Getenv("MCPQ_STATE_KEY")),
 		AllowedHosts:   hosts,
-		AllowedOrigins: wiring.SplitList(c.allowedOrigins),
+		AllowedOrigins: backend.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
 		MaxBody:        c.maxBody,
 		RateLimit:      c.rateLimit,
@@ -362,7 +363,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		Logger:         log,
 		Telemetry:      tel,
 	})
-	mux := wiring.AdminMux(reg, append(b.Checks(), wiring.CatalogCheck(b.Catalog))...) // /healthz, /readyz, /metrics
+	mux := backend.AdminMux(reg, append(b.Checks(), backend.CatalogCheck(b.Catalog))...) // /healthz, /readyz, /metrics
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root

@@ -18,8 +18,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -53,7 +53,7 @@ func (e usageError) Error() string { return string(e) }
 
 // tasksCLI is one `api tasks` run.
 type tasksCLI struct {
-	opts           wiring.Options
+	opts           backend.Options
 	timeout        time.Duration
 	stdout, stderr io.Writer
 	log            zerolog.Logger
@@ -211,7 +211,7 @@ func (c *tasksCLI) check(cmd string, pos []string) error {
 	case c.limit < 0:
 		return usageError(fmt.Sprintf("--limit %d: want 0 (all) or more", c.limit))
 	}
-	for _, s := range wiring.SplitList(c.status) {
+	for _, s := range backend.SplitList(c.status) {
 		st := taskstate.Status(s)
 		if !st.Valid() {
 			return usageError(fmt.Sprintf("--status: unknown status %q (working, input_required, completed, failed, cancelled)", s))
@@ -239,7 +239,7 @@ func (c *tasksCLI) match(t *taskstate.Task, now time.Time) bool {
 }
 
 // scan returns the records that match, newest first.
-func (c *tasksCLI) scan(ctx context.Context, b *wiring.Backend, active bool) ([]*taskstate.Task, error) {
+func (c *tasksCLI) scan(ctx context.Context, b *backend.Backend, active bool) ([]*taskstate.Task, error) {
 	now := time.Now()
 	var out []*taskstate.Task
 	err := b.Store.Scan(ctx, active, func(t *taskstate.Task) bool {
@@ -254,7 +254,7 @@ func (c *tasksCLI) scan(ctx context.Context, b *wiring.Backend, active bool) ([]
 	return out, err
 }
 
-func (c *tasksCLI) list(ctx context.Context, b *wiring.Backend) error {
+func (c *tasksCLI) list(ctx context.Context, b *backend.Backend) error {
 	tasks, err := c.scan(ctx, b, c.active)
 	if err != nil {
 		return err
@@ -289,7 +289,7 @@ func shorten(s string, n int) string {
 	return s
 }
 
-func (c *tasksCLI) get(ctx context.Context, b *wiring.Backend, id string) error {
+func (c *tasksCLI) get(ctx context.Context, b *backend.Backend, id string) error {
 	t, err := b.Store.Get(ctx, id)
 	if errors.Is(err, taskstate.ErrNotFound) {
 		return fmt.Errorf("no task %s: an unknown id, or its record expired or was purged", id)
@@ -308,7 +308,7 @@ func (c *tasksCLI) get(ctx context.Context, b *wiring.Backend, id string) error 
 // cancel cancels each task the way tasks/cancel does and reports on each.
 // It listens for its own cancel broadcast, so that it returns only once the
 // broadcast has reached the bus that running handlers listen on.
-func (c *tasksCLI) cancel(ctx context.Context, b *wiring.Backend, ids []string) error {
+func (c *tasksCLI) cancel(ctx context.Context, b *backend.Backend, ids []string) error {
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log})
 	failed := false
 	for _, id := range ids {
@@ -353,7 +353,7 @@ func (c *tasksCLI) cancel(ctx context.Context, b *wiring.Backend, ids []string) 
 	return nil
 }
 
-func (c *tasksCLI) purge(ctx context.Context, b *wiring.Backend) error {
+func (c *tasksCLI) purge(ctx context.Context, b *backend.Backend) error {
 	tasks, err := c.scan(ctx, b, false)
 	if err != nil {
 		return err

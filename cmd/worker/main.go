@@ -6,7 +6,7 @@ package main
 
 import (
 	"github.com/mcpqueue/mcpqueue/examples/demo"
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
+	"github.com/mcpqueue/mcpqueue/worker"
 )
 
-func main() { wiring.WorkerMain("worker", demo.Register) }
+func main() { worker.Main("worker", demo.Register) }

@@ -6,7 +6,7 @@ package main
 
 import (
 	"github.com/mcpqueue/mcpqueue/examples/conformance/fixtures"
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
+	"github.com/mcpqueue/mcpqueue/worker"
 )
 
-func main() { wiring.WorkerMain("conformance", fixtures.Register) }
+func main() { worker.Main("conformance", fixtures.Register) }

@@ -32,7 +32,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpqueue/mcpqueue/internal/wiring"
+	"github.com/mcpqueue/mcpqueue/backend"
 )
 
 // pollOnePolicy is how (d) polls: --poll-one's fixed interval, 0 back to back.
@@ -285,7 +285,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		prefix := randomPrefix()
 		var beArgs []string
 		pids := map[string]int{"bench": os.Getpid()}
-		opts := wiring.Options{Broker: name, Prefix: prefix, AsynqPoll: c.asynqPoll, AsynqBusyPoll: c.asynqBusy, RedisURL: c.redisURL}
+		opts := backend.Options{Broker: name, Prefix: prefix, AsynqPoll: c.asynqPoll, AsynqBusyPoll: c.asynqBusy, RedisURL: c.redisURL}
 		natsProfile := ""
 		switch name {
 		case "nats":
@@ -341,7 +341,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 }
 
 // ceilings runs (a) and (a′) in-process, before any api or worker runs.
-func ceilings(ctx context.Context, c *config, r *backendRun, opts wiring.Options, prefix string, pids map[string]int, prof func(string) string) error {
+func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Options, prefix string, pids map[string]int, prof func(string) string) error {
 	if c.phase == "rss" {
 		return nil
 	}

@@ -173,7 +173,7 @@ notes:
 - (a) ceiling: no HTTP, no MCP. In this process, %[1]d goroutines call producer.Create (record Create
   + Queue.Enqueue) while at most %[1]d tasks are in flight; Consumer.Next with %[1]d slots takes
   each job, taskstate.Mutate writes it completed, then Ack. Same seams and configuration as the
-  binaries (internal/wiring: natsbroker+natskv / asynqbroker+redisstate), own prefix.
+  binaries (backend: natsbroker+natskv / asynqbroker+redisstate), own prefix.
   end-to-end = record createdAt → ack. (a′) adds the record work consumer.Worker does for this
   tool: Get, take (attempt+lease), finish, each write starting from the version just read or
   written — 1 read and 2 compare-and-set writes per task where (a) has one write.

@@ -31,7 +31,7 @@ var implSuffixes = []string{
 
 // mayNameImpls are the only places whose non-test code may import an
 // implementation: binaries, the wiring they share, and end-to-end tests.
-var mayNameImpls = []string{"cmd", "internal/wiring", "integration"}
+var mayNameImpls = []string{"cmd", "backend", "integration"}
 
 // graph maps a module-relative package path ("" is the root) to its
 // non-test imports (full import paths).
@@ -119,7 +119,7 @@ func check(g graph) []string {
 			other := map[string]string{"broker": "taskstate", "taskstate": "broker"}[seam]
 			for _, imp := range g[p] {
 				r, ok := rel(imp)
-				if ok && r != seam && !(under(r, "internal") && !under(r, "internal/wiring")) {
+				if ok && r != seam && !under(r, "internal") {
 					bad = append(bad, fmt.Sprintf("%s may import from this module only %s/%s and internal helpers, but imports %s", p, module, seam, imp))
 				}
 			}
@@ -128,7 +128,7 @@ func check(g graph) []string {
 					bad = append(bad, fmt.Sprintf("%s must not reach %s: %s", p, dep, chain(c)))
 					continue
 				}
-				for _, above := range []string{"producer", "consumer", "mcpfront", "internal/wiring", "cmd", "examples", "integration"} {
+				for _, above := range []string{"producer", "consumer", "mcpfront", "backend", "worker", "cmd", "examples", "integration"} {
 					if under(dep, above) {
 						bad = append(bad, fmt.Sprintf("%s must not reach %s: %s", p, dep, chain(c)))
 					}
@@ -150,7 +150,7 @@ func check(g graph) []string {
 			"producer": {"consumer", "mcpfront"},
 			"consumer": {"mcpfront", "producer"},
 			"mcpfront": {"consumer"},
-			"console":  {"consumer", "mcpfront", "auth", "internal/wiring"},
+			"console":  {"consumer", "mcpfront", "auth", "backend"},
 		}
 		for layer, never := range forbidden {
 			if !under(p, layer) {
@@ -173,18 +173,18 @@ func check(g graph) []string {
 		if !allowed {
 			for _, imp := range g[p] {
 				if r, ok := rel(imp); ok && isImpl(r) {
-					bad = append(bad, fmt.Sprintf("%s imports the concrete implementation %s; only cmd/, internal/wiring and integration/ may name one", p, imp))
+					bad = append(bad, fmt.Sprintf("%s imports the concrete implementation %s; only cmd/, backend and integration/ may name one", p, imp))
 				}
 			}
 		}
 		// The library packages must not reach one through anything either
-		// (e.g. by importing internal/wiring).
+		// (e.g. by importing backend).
 		for _, lib := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "console", "telemetry"} {
 			if p != lib {
 				continue
 			}
 			for dep, c := range g.deps(p) {
-				if isImpl(dep) || under(dep, "internal/wiring") {
+				if isImpl(dep) || under(dep, "backend") || under(dep, "worker") {
 					bad = append(bad, fmt.Sprintf("%s reaches %s: %s", p, dep, chain(c)))
 				}
 			}
@@ -262,7 +262,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "broker/natsbroker", "taskstate/natskv", "internal/wiring"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "broker/natsbroker", "taskstate/natskv", "backend"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -292,9 +292,9 @@ func TestRulesCatchViolations(t *testing.T) {
 		"producer":             {m("broker"), m("taskstate"), m("producer/internal/x")},
 		"producer/internal/x":  {m("consumer")},
 		"consumer":             {m("mcpfront")},
-		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("internal/wiring")},
-		"internal/wiring":      {m("broker/natsbroker"), m("taskstate/redisstate")},
-		"cmd/api":              {m("internal/wiring"), m("broker/natsbroker")},
+		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("backend")},
+		"backend":              {m("broker/natsbroker"), m("taskstate/redisstate")},
+		"cmd/api":              {m("backend"), m("broker/natsbroker")},
 		"integration":          {m("taskstate/natskv")},
 		"examples/demo":        {m("broker/asynqbroker")},
 		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
@@ -313,8 +313,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		"consumer must never import producer, but does: consumer → mcpfront → producer",
 		"mcpfront must never import consumer, but does: mcpfront → producer → producer/internal/x → consumer",
 		"mcpfront imports the concrete implementation " + m("taskstate/natskv"),
-		"mcpfront reaches internal/wiring: mcpfront → internal/wiring",
-		"mcpfront reaches taskstate/redisstate: mcpfront → internal/wiring → taskstate/redisstate",
+		"mcpfront reaches backend: mcpfront → backend",
+		"mcpfront reaches taskstate/redisstate: mcpfront → backend → taskstate/redisstate",
 		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
 		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
 	} {
@@ -322,7 +322,7 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "internal/wiring imports", "statetest may import", "taskstate/redisstate may import"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -1,4 +1,4 @@
-package wiring
+package backend
 
 import (
 	"errors"
@@ -18,16 +18,16 @@ func (o *Options) natsDurability() (memory bool, err error) {
 	case "memory":
 		memory = true
 	default:
-		return false, fmt.Errorf("wiring: --nats-storage %q: want file or memory", o.NATSStorage)
+		return false, fmt.Errorf("backend: --nats-storage %q: want file or memory", o.NATSStorage)
 	}
 	if o.NATSReplicas == 0 {
 		o.NATSReplicas = 1
 	}
 	if o.NATSReplicas < 1 || o.NATSReplicas > 5 {
-		return false, fmt.Errorf("wiring: --nats-replicas %d: want 1 to 5 (JetStream's limit); 3 on a 3-node cluster", o.NATSReplicas)
+		return false, fmt.Errorf("backend: --nats-replicas %d: want 1 to 5 (JetStream's limit); 3 on a 3-node cluster", o.NATSReplicas)
 	}
 	if memory && o.RequireDurable {
-		return false, errors.New("wiring: --require-durable: --nats-storage is memory, so a NATS restart loses every task and queued job; use --nats-storage file (the default)")
+		return false, errors.New("backend: --require-durable: --nats-storage is memory, so a NATS restart loses every task and queued job; use --nats-storage file (the default)")
 	}
 	return memory, nil
 }
@@ -36,7 +36,7 @@ func (o *Options) natsDurability() (memory bool, err error) {
 func storageHint(err error) error {
 	var m *jsdurable.StorageMismatchError
 	if errors.As(err, &m) {
-		return fmt.Errorf("wiring: %w (--nats-storage %s keeps using it)", err, jsdurable.Name(m.Have))
+		return fmt.Errorf("backend: %w (--nats-storage %s keeps using it)", err, jsdurable.Name(m.Have))
 	}
 	return err
 }
@@ -53,7 +53,7 @@ func ParseSync(s string) (interval time.Duration, always bool, err error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, false, fmt.Errorf("wiring: --nats-sync %q: want a positive duration such as 1s, or always", s)
+		return 0, false, fmt.Errorf("backend: --nats-sync %q: want a positive duration such as 1s, or always", s)
 	}
 	return d, false, nil
 }

@@ -1,4 +1,4 @@
-package wiring
+package backend
 
 import (
 	"strings"

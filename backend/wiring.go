@@ -1,7 +1,7 @@
 // Package wiring turns flags and environment into connected seam
 // implementations. It is the one place besides tests that names them; cmd/api,
 // cmd/worker and the example workers call it.
-package wiring
+package backend
 
 import (
 	"context"
@@ -128,13 +128,13 @@ func (o *Options) Connect(ctx context.Context, name string, log zerolog.Logger) 
 	case "asynq", "redis":
 		return o.ConnectRedis(ctx, name, log)
 	}
-	return nil, fmt.Errorf("wiring: unknown --broker %q (use nats or asynq)", o.Broker)
+	return nil, fmt.Errorf("backend: unknown --broker %q (use nats or asynq)", o.Broker)
 }
 
 // ConnectNATS connects to url and sets up the NATS seams.
 func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logger) (*Backend, error) {
 	if o.NATSURL == "" {
-		return nil, errors.New("wiring: no NATS URL (use --nats or NATS_URL)")
+		return nil, errors.New("backend: no NATS URL (use --nats or NATS_URL)")
 	}
 	memory, err := o.natsDurability()
 	if err != nil {
@@ -153,7 +153,7 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("wiring: connect NATS %s: %w", o.NATSURL, err)
+		return nil, fmt.Errorf("backend: connect NATS %s: %w", o.NATSURL, err)
 	}
 	b := &Backend{close: []func(){func() { _ = nc.Drain() }}}
 	js, err := jetstream.New(nc)
@@ -204,18 +204,18 @@ func toUpperStream(p string) string {
 func EmbeddedNATS(dataDir, listen, sync string, log zerolog.Logger) (*server.Server, string, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, "", fmt.Errorf("wiring: --nats-listen %q: %w", listen, err)
+		return nil, "", fmt.Errorf("backend: --nats-listen %q: %w", listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, "", fmt.Errorf("wiring: --nats-listen %q: bad port", listen)
+		return nil, "", fmt.Errorf("backend: --nats-listen %q: bad port", listen)
 	}
 	interval, always, err := ParseSync(sync)
 	if err != nil {
 		return nil, "", err
 	}
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, "", fmt.Errorf("wiring: data dir: %w", err)
+		return nil, "", fmt.Errorf("backend: data dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName:   "mcpqueue-embedded",
@@ -229,12 +229,12 @@ func EmbeddedNATS(dataDir, listen, sync string, log zerolog.Logger) (*server.Ser
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, "", fmt.Errorf("wiring: embedded NATS: %w", err)
+		return nil, "", fmt.Errorf("backend: embedded NATS: %w", err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, "", fmt.Errorf("wiring: embedded NATS did not start on %s", listen)
+		return nil, "", fmt.Errorf("backend: embedded NATS did not start on %s", listen)
 	}
 	// NewServer filled in the default interval.
 	log.Info().Str("url", ns.ClientURL()).Str("store", opts.StoreDir).Str("sync", syncName(opts)).

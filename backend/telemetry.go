@@ -1,4 +1,4 @@
-package wiring
+package backend
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -54,10 +55,10 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 	case "otlp":
 		exp, err = otlptracehttp.New(ctx)
 	default:
-		return nil, nil, fmt.Errorf("wiring: unknown --otel-exporter %q (use none, stdout or otlp)", o.OTelExporter)
+		return nil, nil, fmt.Errorf("backend: unknown --otel-exporter %q (use none, stdout or otlp)", o.OTelExporter)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("wiring: --otel-exporter %s: %w", o.OTelExporter, err)
+		return nil, nil, fmt.Errorf("backend: --otel-exporter %s: %w", o.OTelExporter, err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "mcpqueue-"+service)),
@@ -65,7 +66,7 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 		resource.WithTelemetrySDK(),
 	)
 	if err != nil && res == nil {
-		return nil, nil, fmt.Errorf("wiring: trace resource: %w", err)
+		return nil, nil, fmt.Errorf("backend: trace resource: %w", err)
 	}
 	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return p, p.Shutdown, nil
@@ -122,4 +123,13 @@ func CatalogCheck(c taskstate.Catalog) telemetry.Check {
 		}
 		return nil
 	}}
+}
+
+// FlushSpans sends the spans still buffered, within a bound.
+func FlushSpans(flush func(context.Context) error, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := flush(ctx); err != nil {
+		log.Warn().Err(err).Msg("flushing trace spans")
+	}
 }

@@ -1,4 +1,4 @@
-package wiring
+package backend
 
 import (
 	"context"
@@ -20,13 +20,13 @@ import (
 func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Logger) (*Backend, error) {
 	opt, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
-		return nil, fmt.Errorf("wiring: --redis %q: %w", o.RedisURL, err)
+		return nil, fmt.Errorf("backend: --redis %q: %w", o.RedisURL, err)
 	}
 	opt.ClientName = name
 	rdb := redis.NewClient(opt)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("wiring: connect Redis %s: %w", o.RedisURL, err)
+		return nil, fmt.Errorf("backend: connect Redis %s: %w", o.RedisURL, err)
 	}
 	if err := checkRedisDurability(ctx, rdb, log, o.RequireDurable); err != nil {
 		_ = rdb.Close()
@@ -65,7 +65,7 @@ func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
 		for _, p := range SplitList(s) {
 			k, v, ok := strings.Cut(p, "=")
 			if !ok || k == "" || v == "" {
-				return nil, fmt.Errorf("wiring: %s: %q is not name=value", flag, p)
+				return nil, fmt.Errorf("backend: %s: %q is not name=value", flag, p)
 			}
 			out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
 		}
@@ -80,7 +80,7 @@ func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
 		for _, kv := range qs {
 			prio, err := strconv.Atoi(kv[1])
 			if err != nil || prio < 1 {
-				return nil, fmt.Errorf("wiring: --asynq-queues: priority of %q must be a positive integer, got %q", kv[0], kv[1])
+				return nil, fmt.Errorf("backend: --asynq-queues: priority of %q must be a positive integer, got %q", kv[0], kv[1])
 			}
 			c.Queues[queue(kv[0])] = prio
 		}
@@ -95,7 +95,7 @@ func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
 			q := queue(kv[1])
 			if c.Queues != nil {
 				if _, ok := c.Queues[q]; !ok {
-					return nil, fmt.Errorf("wiring: --asynq-tool-queues: %s goes to queue %q, which --asynq-queues does not list", kv[0], kv[1])
+					return nil, fmt.Errorf("backend: --asynq-tool-queues: %s goes to queue %q, which --asynq-queues does not list", kv[0], kv[1])
 				}
 			}
 			c.ToolQueues[kv[0]] = q
@@ -139,11 +139,11 @@ func checkRedisDurability(ctx context.Context, rdb *redis.Client, log zerolog.Lo
 	if require {
 		switch {
 		case policy == "?" || aof == "?":
-			return errors.New("wiring: --require-durable: cannot read Redis's appendonly and maxmemory-policy (CONFIG GET refused); make sure Redis runs with appendonly yes and maxmemory-policy noeviction, then start without --require-durable")
+			return errors.New("backend: --require-durable: cannot read Redis's appendonly and maxmemory-policy (CONFIG GET refused); make sure Redis runs with appendonly yes and maxmemory-policy noeviction, then start without --require-durable")
 		case aof != "yes":
-			return fmt.Errorf("wiring: --require-durable: Redis has appendonly %s, so a Redis restart loses the tasks and jobs written since the last RDB snapshot (or all of them); set appendonly yes (and appendfsync everysec or always) in redis.conf, or CONFIG SET appendonly yes", aof)
+			return fmt.Errorf("backend: --require-durable: Redis has appendonly %s, so a Redis restart loses the tasks and jobs written since the last RDB snapshot (or all of them); set appendonly yes (and appendfsync everysec or always) in redis.conf, or CONFIG SET appendonly yes", aof)
 		case policy != "noeviction":
-			return fmt.Errorf("wiring: --require-durable: Redis has maxmemory-policy %s, so under memory pressure it deletes task records and queued jobs; set maxmemory-policy noeviction", policy)
+			return fmt.Errorf("backend: --require-durable: Redis has maxmemory-policy %s, so under memory pressure it deletes task records and queued jobs; set maxmemory-policy noeviction", policy)
 		}
 		log.Info().Str("appendfsync", fsync).Msg("Redis durability: appendonly yes, maxmemory-policy noeviction")
 		return nil

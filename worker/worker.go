@@ -1,0 +1,144 @@
+// Package worker is the main of a worker process: flags and environment,
+// signals, the backend connection, the admin endpoints, and a consumer.Worker
+// that runs the tools you register until SIGINT or SIGTERM, then drains.
+//
+// A worker binary is one line:
+//
+//	func main() { worker.Main("reports", register) }
+//
+// where register adds tools to a consumer.Mux (consumer.Handle). The binary
+// takes the same flags and environment as cmd/worker (see Options.Flags and
+// backend.Options.Flags), and derives every stream, consumer, bucket, queue
+// and subject name from --prefix the way api does, so a worker built in
+// another module and an api built here always agree.
+package worker
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+)
+
+// Options are the flags of a worker process. The zero value takes the
+// defaults of consumer.Config.
+type Options struct {
+	Concurrency int
+	Lease       time.Duration
+	MaxAttempts int
+	Grace       time.Duration
+	// Admin is where a worker process serves /healthz, /readyz and
+	// /metrics ("": nowhere).
+	Admin string
+	// Telemetry is handed to the workers New builds (not a flag).
+	Telemetry *telemetry.Telemetry
+}
+
+// Flags registers the worker flags on fs, defaulting from the environment.
+func (w *Options) Flags(fs *flag.FlagSet) {
+	fs.IntVar(&w.Concurrency, "concurrency", backend.EnvInt("MCPQ_CONCURRENCY", 8), "handlers run at once (env MCPQ_CONCURRENCY)")
+	fs.DurationVar(&w.Lease, "lease", backend.EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
+	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
+	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
+	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "worker process: address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (env MCPQ_ADMIN)")
+}
+
+// New builds a consumer.Worker on b.
+func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
+	return consumer.New(b.Queue, b.Store, b.Catalog, b.Bus, &consumer.Config{
+		Concurrency:   w.Concurrency,
+		Lease:         w.Lease,
+		MaxAttempts:   w.MaxAttempts,
+		ShutdownGrace: w.Grace,
+		Logger:        log,
+		Telemetry:     w.Telemetry,
+	})
+}
+
+// Main is the whole main of a worker binary: it parses the flags (and their
+// environment variables) from os.Args, connects the backend, runs the tools
+// register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
+// reason on standard error when it cannot start or run, 2 for bad flags.
+func Main(name string, register func(*consumer.Mux)) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	var opts backend.Options
+	var wo Options
+	opts.Flags(fs)
+	wo.Flags(fs)
+	_ = fs.Parse(os.Args[1:])
+	log := opts.Logger(name)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Run(ctx, name, &opts, &wo, register, log); err != nil {
+		log.Error().Err(err).Msg("worker failed")
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// Run is Main without flags and signals: it connects the backend opts
+// describes, runs the tools register adds until ctx ends, drains and
+// returns. name names the process on the broker connection, in traces and
+// in logs.
+func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	b, err := opts.Connect(cctx, name, log)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	mux := consumer.NewMux()
+	register(mux)
+
+	tp, flush, err := opts.TracerProvider(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer backend.FlushSpans(flush, log)
+	reg := backend.NewRegistry()
+	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	wo.Telemetry.WatchQueue(b.Queue)
+	w := wo.New(b, log)
+	if wo.Admin != "" {
+		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {
+			select {
+			case <-w.Ready():
+				return nil
+			default:
+				return errors.New("not pulling jobs yet")
+			}
+		}}
+		stop, err := serveAdmin(wo.Admin, backend.AdminMux(reg, append(b.Checks(), running)...), log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	return w.Run(ctx, mux)
+}
+
+// serveAdmin serves h on addr until stop is called.
+func serveAdmin(addr string, h http.Handler, log zerolog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("worker: --admin %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info().Str("url", "http://"+ln.Addr().String()).Msg("admin listening (/healthz, /readyz, /metrics)")
+	return func() { _ = srv.Close() }, nil
+}

@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
+
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +41,7 @@ func connectNATS(t *testing.T, o *Options) (*Backend, error) {
 
 // streamsOf names the job stream and the streams behind the KV buckets.
 func streamsOf(o *Options) []string {
-	return []string{toUpperStream(o.Prefix) + "_JOBS", "KV_" + o.Prefix + "_tasks", "KV_" + o.Prefix + "_tools",
+	return []string{natsbroker.NamesFor(o.Prefix).Stream, "KV_" + o.Prefix + "_tasks", "KV_" + o.Prefix + "_tools",
 		"KV_" + o.Prefix + "_tasks_owners", "KV_" + o.Prefix + "_tasks_sessions"}
 }
 

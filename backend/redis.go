@@ -40,7 +40,7 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	}
 	q := asynqbroker.NewQueue(rdb, acfg)
 	bus := asynqbroker.NewBus(rdb, acfg)
-	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":"})
+	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":", ToolRetention: o.ToolRetention})
 	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st}
 	b.close = []func(){
 		func() { _ = rdb.Close() },
@@ -51,55 +51,28 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	return b, nil
 }
 
-// asynqConfig names the queues "<prefix>" (default) and "<prefix>.<name>".
+// asynqConfig reads --asynq-queues: every tool has a queue of its own
+// (asynqbroker.QueueName), and the flag weighs them (tool=priority).
 func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
-	c := &asynqbroker.Config{Queue: o.Prefix, BusPrefix: o.Prefix + ":bus", PollInterval: o.AsynqPoll, BusyPollInterval: o.AsynqBusyPoll}
-	queue := func(name string) string {
-		if name == "default" {
-			return o.Prefix
+	c := &asynqbroker.Config{Prefix: o.Prefix, PollInterval: o.AsynqPoll, BusyPollInterval: o.AsynqBusyPoll}
+	if o.AsynqToolQueues != "" {
+		return nil, errors.New("backend: --asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed: every tool has its own queue now, " +
+			"so a slow tool can no longer starve the rest; weigh tools with --asynq-queues tool=priority,…")
+	}
+	for _, p := range SplitList(o.AsynqQueues) {
+		k, v, ok := strings.Cut(p, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("backend: --asynq-queues: %q is not tool=priority", p)
 		}
-		return o.Prefix + "." + name
-	}
-	pairs := func(flag, s string) ([][2]string, error) {
-		var out [][2]string
-		for _, p := range SplitList(s) {
-			k, v, ok := strings.Cut(p, "=")
-			if !ok || k == "" || v == "" {
-				return nil, fmt.Errorf("backend: %s: %q is not name=value", flag, p)
-			}
-			out = append(out, [2]string{strings.TrimSpace(k), strings.TrimSpace(v)})
+		prio, err := strconv.Atoi(v)
+		if err != nil || prio < 1 {
+			return nil, fmt.Errorf("backend: --asynq-queues: priority of %q must be a positive integer, got %q", k, v)
 		}
-		return out, nil
-	}
-	qs, err := pairs("--asynq-queues", o.AsynqQueues)
-	if err != nil {
-		return nil, err
-	}
-	if len(qs) > 0 {
-		c.Queues = map[string]int{o.Prefix: 1}
-		for _, kv := range qs {
-			prio, err := strconv.Atoi(kv[1])
-			if err != nil || prio < 1 {
-				return nil, fmt.Errorf("backend: --asynq-queues: priority of %q must be a positive integer, got %q", kv[0], kv[1])
-			}
-			c.Queues[queue(kv[0])] = prio
+		if c.Priorities == nil {
+			c.Priorities = map[string]int{}
 		}
-	}
-	tqs, err := pairs("--asynq-tool-queues", o.AsynqToolQueues)
-	if err != nil {
-		return nil, err
-	}
-	if len(tqs) > 0 {
-		c.ToolQueues = map[string]string{}
-		for _, kv := range tqs {
-			q := queue(kv[1])
-			if c.Queues != nil {
-				if _, ok := c.Queues[q]; !ok {
-					return nil, fmt.Errorf("backend: --asynq-tool-queues: %s goes to queue %q, which --asynq-queues does not list", kv[0], kv[1])
-				}
-			}
-			c.ToolQueues[kv[0]] = q
-		}
+		c.Priorities[k] = prio
 	}
 	return c, nil
 }

@@ -96,7 +96,7 @@ func (b *Backend) Checks() []telemetry.Check {
 	var out []telemetry.Check
 	if d, ok := b.Queue.(broker.Depth); ok {
 		out = append(out, telemetry.Check{Name: "broker", Fn: func(ctx context.Context) error {
-			_, err := d.Depth(ctx)
+			_, err := d.Depth(ctx, nil)
 			return err
 		}})
 	}
@@ -108,21 +108,6 @@ func (b *Backend) Checks() []telemetry.Check {
 		return nil
 	}})
 	return out
-}
-
-// CatalogCheck passes once the catalog lists at least one tool, i.e. some
-// worker has published its tools and tools/call can be served.
-func CatalogCheck(c taskstate.Catalog) telemetry.Check {
-	return telemetry.Check{Name: "catalog", Fn: func(ctx context.Context) error {
-		tools, err := c.Tools(ctx)
-		if err != nil {
-			return err
-		}
-		if len(tools) == 0 {
-			return errors.New("no tools published yet (no worker has started)")
-		}
-		return nil
-	}}
 }
 
 // FlushSpans sends the spans still buffered, within a bound.

@@ -50,11 +50,15 @@ type Options struct {
 	// AsynqPoll is how often idle asynq consumers look for jobs,
 	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
 	AsynqPoll, AsynqBusyPoll time.Duration
-	// AsynqQueues and AsynqToolQueues: see the flags.
+	// AsynqQueues: see the flag. AsynqToolQueues is the removed
+	// --asynq-tool-queues, refused when set.
 	AsynqQueues, AsynqToolQueues string
-	Prefix                       string // names streams, buckets and subjects, so systems can share a server
-	LogLevel                     string
-	LogJSON                      bool
+	// ToolRetention is how long a catalog entry is kept after its last
+	// refresh (a pool at zero keeps its tools this long).
+	ToolRetention time.Duration
+	Prefix        string // names streams, buckets and subjects, so systems can share a server
+	LogLevel      string
+	LogJSON       bool
 
 	// Durability (README "Durability"). NATSStorage is "file" or "memory"
 	// for the job stream and the KV buckets; NATSReplicas their replica
@@ -72,8 +76,9 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "asynq backend: Redis URL (env REDIS_URL)")
 	fs.DurationVar(&o.AsynqPoll, "asynq-poll", EnvDuration("MCPQ_ASYNQ_POLL", 100*time.Millisecond), "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load (env MCPQ_ASYNQ_POLL)")
 	fs.DurationVar(&o.AsynqBusyPoll, "asynq-busy-poll", EnvDuration("MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond), "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off (env MCPQ_ASYNQ_BUSY_POLL)")
-	fs.StringVar(&o.AsynqQueues, "asynq-queues", os.Getenv("MCPQ_ASYNQ_QUEUES"), "asynq backend: extra queues and priorities, name=priority,… (the default queue is \"default\"; env MCPQ_ASYNQ_QUEUES)")
-	fs.StringVar(&o.AsynqToolQueues, "asynq-tool-queues", os.Getenv("MCPQ_ASYNQ_TOOL_QUEUES"), "asynq backend: tool=queue,… routes a tool's jobs to one of --asynq-queues (env MCPQ_ASYNQ_TOOL_QUEUES)")
+	fs.StringVar(&o.AsynqQueues, "asynq-queues", os.Getenv("MCPQ_ASYNQ_QUEUES"), "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed; env MCPQ_ASYNQ_QUEUES)")
+	fs.StringVar(&o.AsynqToolQueues, "asynq-tool-queues", os.Getenv("MCPQ_ASYNQ_TOOL_QUEUES"), "asynq backend: removed (every tool has its own queue now; set priorities with --asynq-queues tool=priority); refused when set (env MCPQ_ASYNQ_TOOL_QUEUES)")
+	fs.DurationVar(&o.ToolRetention, "tool-retention", EnvDuration("MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention), "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once (env MCPQ_TOOL_RETENTION)")
 	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "nats backend: NATS server URL (env NATS_URL)")
 	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
 	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
@@ -168,7 +173,7 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 		b.Close()
 		return nil, storageHint(err)
 	}
-	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: o.Prefix + "_tasks", ToolBucket: o.Prefix + "_tools", Memory: memory, Replicas: o.NATSReplicas})
+	st, err := natskv.New(ctx, js, &natskv.Config{Prefix: o.Prefix, ToolRetention: o.ToolRetention, Memory: memory, Replicas: o.NATSReplicas})
 	if err != nil {
 		b.Close()
 		return nil, storageHint(err)
@@ -180,21 +185,7 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 }
 
 func (o *Options) brokerConfig() *natsbroker.Config {
-	return &natsbroker.Config{
-		Stream:    toUpperStream(o.Prefix) + "_JOBS",
-		Subject:   o.Prefix + ".jobs",
-		BusPrefix: o.Prefix + ".bus",
-	}
-}
-
-func toUpperStream(p string) string {
-	b := []byte(p)
-	for i, c := range b {
-		if c >= 'a' && c <= 'z' {
-			b[i] = c - 32
-		}
-	}
-	return string(b)
+	return &natsbroker.Config{Prefix: o.Prefix}
 }
 
 // EmbeddedNATS starts a NATS server with JetStream and file storage under

@@ -6,23 +6,20 @@ import (
 )
 
 func TestAsynqQueueFlags(t *testing.T) {
-	o := &Options{Prefix: "mcpq", AsynqQueues: "reports=6, bulk=1", AsynqToolQueues: "render_report=reports"}
+	o := &Options{Prefix: "mcpq", AsynqQueues: "render_report=6, bulk_export=1"}
 	c, err := o.asynqConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Queues["mcpq"] != 1 || c.Queues["mcpq.reports"] != 6 || c.Queues["mcpq.bulk"] != 1 || len(c.Queues) != 3 {
-		t.Fatalf("queues %v", c.Queues)
-	}
-	if c.ToolQueues["render_report"] != "mcpq.reports" {
-		t.Fatalf("tool queues %v", c.ToolQueues)
+	if c.Prefix != "mcpq" || c.Priorities["render_report"] != 6 || c.Priorities["bulk_export"] != 1 || len(c.Priorities) != 2 {
+		t.Fatalf("config %+v", c)
 	}
 	for _, bad := range []struct{ queues, tools, want string }{
-		{"reports", "", "not name=value"},
+		{"reports", "", "not tool=priority"},
 		{"reports=0", "", "positive integer"},
 		{"reports=x", "", "positive integer"},
-		{"reports=2", "render=missing", "does not list"},
-		{"", "render", "not name=value"},
+		{"=2", "", "not tool=priority"},
+		{"", "render=reports", "--asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed"},
 	} {
 		o := &Options{Prefix: "mcpq", AsynqQueues: bad.queues, AsynqToolQueues: bad.tools}
 		if _, err := o.asynqConfig(); err == nil || !strings.Contains(err.Error(), bad.want) {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -28,6 +29,16 @@ type Job struct {
 	Owner     string          `json:"owner,omitempty"`
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+}
+
+// Route is what the queue routes the job by: the tool's name, or
+// "prompt/<name>" for a prompt (the catalog key), so a tool and a prompt of
+// one name never share a route.
+func (j *Job) Route() string {
+	if j.Kind == "" || j.Kind == "tool" {
+		return j.Tool
+	}
+	return j.Kind + "/" + j.Tool
 }
 
 // DedupeKey is the key the queue dedupes the job by.
@@ -54,19 +65,64 @@ type Holder interface {
 	// Holds reports whether a job of the task with the given dedupe key
 	// (see Job.DedupeKey) is still in the queue. tool routes the lookup
 	// for queues that keep tools apart.
-	Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error)
+	Holds(ctx context.Context, route, taskID, dedupe string) (bool, error)
 }
 
 // ConsumerOptions tunes a worker's subscription. Zero values are defaults.
 type ConsumerOptions struct {
+	// Tools are the tools this consumer takes jobs of, each with its own
+	// settings; a job of any other tool is never handed to it, and stays
+	// queued until a consumer of its tool takes it. At least one is
+	// required, and a tool name may appear once.
+	Tools []ToolRoute
 	// Lease is how long a delivery stays with one worker without Extend before
-	// the broker hands it to another. Default 30s.
+	// the broker hands it to another, for tools that set none. Default 30s.
 	Lease time.Duration
-	// MaxDeliveries bounds how often a job is handed out. Default 5.
+	// MaxDeliveries bounds how often a job is handed out, for tools that
+	// set none. Default 5.
 	MaxDeliveries int
-	// Slots is how many goroutines call Next; push-style brokers take at
-	// most that many jobs at once. 0 lets the implementation choose.
+	// Slots is how many goroutines call Next: the consumer never holds more
+	// undelivered-to-Next jobs than it must (see the implementations) and
+	// never hands out more than Slots at once. 0 lets the implementation
+	// choose.
 	Slots int
+}
+
+// ToolRoute is one tool a consumer serves and the broker settings of its
+// jobs. Lease and MaxDeliveries are the tool's own (0: the consumer's), not
+// a property of the whole queue, so pools that serve different tools never
+// overwrite each other's settings.
+type ToolRoute struct {
+	// Tool is the route of the jobs (Job.Route): a tool's name, or
+	// "prompt/<name>".
+	Tool          string
+	Lease         time.Duration
+	MaxDeliveries int
+	// MaxConcurrency bounds this consumer's deliveries of the tool that are
+	// handed out and not yet settled (a GPU tool one at a time while other
+	// tools use the remaining slots). 0: only Slots bounds it.
+	MaxConcurrency int
+}
+
+// CheckRoutes validates opts.Tools: at least one, each named, no name twice,
+// no negative setting. Implementations call it first.
+func CheckRoutes(opts ConsumerOptions) error {
+	if len(opts.Tools) == 0 {
+		return errors.New("broker: consumer: no tools (ConsumerOptions.Tools is empty)")
+	}
+	seen := make(map[string]bool, len(opts.Tools))
+	for _, r := range opts.Tools {
+		switch {
+		case r.Tool == "":
+			return errors.New("broker: consumer: a tool route without a tool name")
+		case seen[r.Tool]:
+			return fmt.Errorf("broker: consumer: tool %q routed twice", r.Tool)
+		case r.Lease < 0 || r.MaxDeliveries < 0 || r.MaxConcurrency < 0:
+			return fmt.Errorf("broker: consumer: tool %q: negative lease, deliveries or concurrency", r.Tool)
+		}
+		seen[r.Tool] = true
+	}
+	return nil
 }
 
 // Consumer hands out one job per call to Next: one per free worker slot.

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -41,6 +42,19 @@ type Tool struct {
 	// InputFirst makes every call gather its input inline (MRTR rounds) and
 	// become a task only when the handler calls Continue.
 	InputFirst bool
+
+	// MaxConcurrency bounds how many calls of this tool one worker runs at
+	// once (a GPU tool one at a time while the other tools use the rest of
+	// Config.Concurrency). Zero: only Config.Concurrency bounds it.
+	MaxConcurrency int
+	// Lease is the tool's job lease: a worker that dies running it loses
+	// the task after this long, and another takes it over. Zero uses
+	// Config.Lease. Set it per tool, not per worker: pools that serve
+	// different tools then keep their own.
+	Lease time.Duration
+	// MaxAttempts bounds how often a task of this tool runs (crashes, lost
+	// leases) before it fails. Zero uses Config.MaxAttempts.
+	MaxAttempts int
 }
 
 // Mux routes jobs to handlers by tool name.
@@ -51,6 +65,9 @@ type Mux struct {
 type entry struct {
 	info    taskstate.ToolInfo
 	timeout time.Duration
+	// The tool's own settings (Tool); zero takes the worker's.
+	maxConcurrency, maxAttempts int
+	lease                       time.Duration
 	// run decodes the arguments, calls the handler and encodes its result.
 	run func(ctx context.Context, cs *callState) (json.RawMessage, error)
 }
@@ -75,6 +92,9 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 	if t.TaskSupport == "" {
 		t.TaskSupport = TaskOptional
 	}
+	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 {
+		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts or Timeout", t.Name))
+	}
 	in := t.InputSchema
 	if in == nil {
 		in = mustSchema[In](t.Name, "input")
@@ -93,7 +113,8 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 			InputSchema: in, OutputSchema: out, Annotations: ann,
 			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(), InputFirst: t.InputFirst,
 		},
-		timeout: t.Timeout,
+		timeout:        t.Timeout,
+		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
 		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
 			call := &Call[In]{callState: cs}
 			if len(cs.args) > 0 && string(cs.args) != "null" {
@@ -147,6 +168,31 @@ func toResult(out any) (*Result, error) {
 		return nil, fmt.Errorf("consumer: encode result: %w", err)
 	}
 	return &Result{Content: []Content{Text(string(b))}, StructuredContent: json.RawMessage(b)}, nil
+}
+
+// Only returns a Mux with just the named tools of m (catalog keys: a
+// tool's name, "prompt/<name>" for a prompt), for a worker that serves part
+// of what its binary registers (--tools). A name m does not register is an
+// error.
+func (m *Mux) Only(names ...string) (*Mux, error) {
+	out := NewMux()
+	for _, n := range names {
+		e, ok := m.tools[n]
+		if !ok {
+			return nil, fmt.Errorf("consumer: %q is not registered here (registered: %s)", n, strings.Join(m.keys(), ", "))
+		}
+		out.tools[n] = e
+	}
+	return out, nil
+}
+
+func (m *Mux) keys() []string {
+	out := make([]string, 0, len(m.tools))
+	for k := range m.tools {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Tools returns what the Mux publishes to the catalog (tools and prompts),

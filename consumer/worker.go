@@ -1,12 +1,14 @@
 package consumer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"time"
 
@@ -126,14 +128,23 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	if len(mux.tools) == 0 {
 		return errors.New("consumer: mux has no tools")
 	}
+	// Each tool is a route of its own: its jobs reach only workers that
+	// serve it, with its own lease, delivery bound and concurrency.
+	routes := make([]broker.ToolRoute, 0, len(mux.tools))
+	for key, e := range mux.tools {
+		routes = append(routes, broker.ToolRoute{
+			Tool: key, Lease: w.lease(e), MaxConcurrency: e.maxConcurrency,
+			// Attempts are counted on the record (real handler starts);
+			// the broker's delivery count only backstops jobs that cannot
+			// even be read. It runs ahead of real attempts: a delivery
+			// into a pull request that a stopped worker left behind
+			// counts too.
+			MaxDeliveries: w.maxDeliveries(e),
+		})
+	}
+	sort.Slice(routes, func(i, j int) bool { return routes[i].Tool < routes[j].Tool })
 	cons, err := w.queue.Consumer(ctx, broker.ConsumerOptions{
-		Lease: w.cfg.Lease,
-		// Attempts are counted on the record (real handler starts); the
-		// broker's delivery count only backstops jobs that cannot even be
-		// read. It runs ahead of real attempts: a delivery into a pull
-		// request that a stopped worker left behind counts too.
-		MaxDeliveries: w.maxDeliveries(),
-		Slots:         w.cfg.Concurrency,
+		Tools: routes, Lease: w.cfg.Lease, Slots: w.cfg.Concurrency,
 	})
 	if err != nil {
 		return err
@@ -193,13 +204,26 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	return nil
 }
 
-func (w *Worker) maxDeliveries() int { return 10 * w.cfg.MaxAttempts }
+// lease and attempts are a tool's own settings, else the worker's.
+func (w *Worker) lease(e *entry) time.Duration { return cmp.Or(e.lease, w.cfg.Lease) }
+func (w *Worker) attempts(e *entry) int      { return cmp.Or(e.maxAttempts, w.cfg.MaxAttempts) }
+func (w *Worker) maxDeliveries(e *entry) int { return 10 * w.attempts(e) }
 
 func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	if w.catalog == nil {
 		return nil
 	}
+	// An entry outlives its workers (the catalog's retention); LiveUntil
+	// says whether one serves it now. It moves on a grid of two
+	// heartbeats, so every worker of a tool publishes the same entry and
+	// the entry changes once per step, not once per heartbeat of each
+	// worker (a change is what a catalog announces to every api): a tool
+	// whose last worker is gone stops being live two to four heartbeats
+	// later.
+	step := 2 * w.cfg.Heartbeat
+	live := w.cfg.Now().Truncate(step).Add(2 * step).UTC()
 	for _, t := range mux.Tools() {
+		t.LiveUntil = live
 		if err := w.catalog.PublishTool(ctx, &t); err != nil {
 			return err
 		}
@@ -260,13 +284,23 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
 
+	e := mux.tools[taskstate.CatalogKey(job.Kind, job.Tool)]
+	if e == nil {
+		// Jobs are routed by tool, so this is a guard, not a path: a job
+		// published where this worker's tools go.
+		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
+		_ = d.Retry(io, backoff(d.Attempt()))
+		return
+	}
+	lease := w.lease(e)
+
 	tctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)
 	// Register before reading the record: a cancel either is already on the
 	// record or reaches this entry through the broadcast.
 	if !w.register(job.TaskID, cancel) {
 		log.Debug().Msg("task already running here (duplicate job); retrying it after a lease")
-		_ = d.Retry(io, w.cfg.Lease)
+		_ = d.Retry(io, lease)
 		return
 	}
 	defer w.unregister(job.TaskID)
@@ -297,19 +331,6 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		cs.mode = taskstate.ModeTask
 	}
 
-	e := mux.tools[taskstate.CatalogKey(job.Kind, job.Tool)]
-	if e == nil {
-		if d.Attempt() >= w.maxDeliveries()-1 {
-			msg := fmt.Sprintf("no worker serves tool %q", job.Tool)
-			w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
-			_ = d.Term(io, msg)
-			return
-		}
-		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
-		_ = d.Retry(io, backoff(d.Attempt()))
-		return
-	}
-
 	// Take the task: count the attempt and hold the lease, both on the
 	// record, unless another worker's lease is still live there: then this
 	// is a duplicate job (a requeue, or a redelivery racing the holder's
@@ -317,26 +338,31 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// take bumps the attempt, and the attempt fences every later write, so
 	// of two runs only the newest can write.
 	var held *taskstate.Lease
+	attempts := w.attempts(e)
 	rec, err = cs.mutate(io, func(t *taskstate.Task) error {
 		if l := t.Lease; l != nil && l.Worker != w.cfg.ID && l.Expires.After(w.cfg.Now()) {
 			held = l
 			return errLeaseHeld
 		}
-		if t.Attempt >= w.cfg.MaxAttempts {
+		if t.Attempt >= attempts {
 			return errExhausted
 		}
 		t.Attempt++
-		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
+		t.MaxAttempts = attempts
+		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(lease).UTC()}
+		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) {
+			t.StatusMessage = ""
+		}
 		return nil
 	})
 	switch {
 	case errors.Is(err, errExhausted):
-		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", w.cfg.MaxAttempts)
+		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
 		w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 		_ = d.Term(io, msg)
 		return
 	case errors.Is(err, errLeaseHeld):
-		wait := held.Expires.Sub(w.cfg.Now()) + w.cfg.Lease/10
+		wait := held.Expires.Sub(w.cfg.Now()) + lease/10
 		log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
 		_ = d.Retry(io, wait)
 		return
@@ -359,7 +385,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 
 	cs.attempt = rec.Attempt
 	cs.lost = func(cause error) { cancel(cause) }
-	keeper := w.keepLease(io, hctx, d, cs, log)
+	keeper := w.keepLease(io, hctx, d, cs, lease, log)
 	started := w.cfg.Now()
 	w.cfg.Telemetry.TaskStarted(job.Tool, rec.Attempt, started.Sub(rec.CreatedAt))
 	log.Info().Dur("queued", started.Sub(rec.CreatedAt)).Msg("task running")
@@ -483,13 +509,13 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, 
 
 // keepLease renews the broker lease every Lease/3 and the record's lease
 // with it, until the returned stop is called.
-func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *callState, log zerolog.Logger) (stop func()) {
+func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *callState, lease time.Duration, log zerolog.Logger) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(w.cfg.Lease / 3)
+		tick := time.NewTicker(lease / 3)
 		defer tick.Stop()
 		for {
 			select {
@@ -502,7 +528,7 @@ func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *call
 					log.Warn().Err(err).Msg("lease extension failed")
 				}
 				t, err := cs.mutate(io, func(t *taskstate.Task) error {
-					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(w.cfg.Lease).UTC()}
+					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(lease).UTC()}
 					return nil
 				})
 				switch {

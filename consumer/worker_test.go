@@ -172,7 +172,7 @@ func TestExhaustedAttemptsFailTask(t *testing.T) {
 	id := e.create(t, "crashy", none{})
 	// A worker takes the job, starts it and dies without a word: the
 	// delivery is never acked, so the lease lapses and the job comes back.
-	cons, err := e.queue.Consumer(context.Background(), broker.ConsumerOptions{Lease: time.Second, MaxDeliveries: 10})
+	cons, err := e.queue.Consumer(context.Background(), broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "crashy"}}, Lease: time.Second, MaxDeliveries: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

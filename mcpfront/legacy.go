@@ -296,6 +296,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20251125, Mode: taskstate.ModeTask, Meta: meta,
+		StatusMessage: s.awaiting(tool),
 	}
 	if asTask {
 		if p.Task.TTL != nil {

@@ -360,6 +360,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20260728, Mode: mode, Meta: jobMeta(c.meta, answers),
+		StatusMessage: s.awaiting(tool),
 	}
 	if mode == taskstate.ModeTask {
 		t, err := s.prod.Create(ctx, req)
@@ -371,6 +372,16 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	s.syncCall(ctx, w, r, c, req, answers)
+}
+
+// awaiting is the first statusMessage of a task of tool: that no worker
+// serves it right now (its pool is scaled to zero, or being replaced), or
+// none. The task queues all the same and runs when a worker starts.
+func (s *Server) awaiting(tool *taskstate.ToolInfo) string {
+	if tool.Live(s.cfg.Now()) {
+		return ""
+	}
+	return taskstate.AwaitingWorker(tool.Name)
 }
 
 // lookupTool finds a tool in the catalog.

@@ -83,5 +83,6 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 	s.syncCall(ctx, w, r, c, &producer.Request{
 		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),
+		StatusMessage: s.awaiting(prompt),
 	}, answers)
 }

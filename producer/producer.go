@@ -109,6 +109,9 @@ type Request struct {
 	// ID, when set, makes Create idempotent: a retry with the same id returns
 	// the existing record instead of starting a second job.
 	ID string
+	// StatusMessage is the record's first statusMessage (e.g. that no
+	// worker serves the tool right now: taskstate.AwaitingWorker).
+	StatusMessage string
 }
 
 // ErrStart wraps a failure to start a job; the task has been marked failed.
@@ -138,6 +141,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Era:            r.Era,
 		Mode:           r.Mode,
 		Status:         taskstate.Working,
+		StatusMessage:  r.StatusMessage,
 		CreatedAt:      now,
 		LastUpdatedAt:  now,
 		TTLMs:          cmp.Or(r.TTL, p.cfg.TTL).Milliseconds(),

@@ -1,6 +1,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -168,7 +169,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 			return errNothingToDo
 		}
 		t.Lease = nil
-		if t.Attempt >= c.MaxAttempts {
+		if max := cmp.Or(t.MaxAttempts, c.MaxAttempts); t.Attempt >= max {
 			failed = true
 			msg := fmt.Sprintf("gave up after %d attempts: worker %s stopped renewing its lease (expired %s)",
 				t.Attempt, lost.Worker, lost.Expires.UTC().Format(time.RFC3339))
@@ -214,7 +215,7 @@ func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (boo
 	if !ok {
 		return false, nil
 	}
-	held, err := h.Holds(ctx, seen.Tool, seen.ID, seen.JobKey())
+	held, err := h.Holds(ctx, taskstate.CatalogKey(seen.Kind, seen.Tool), seen.ID, seen.JobKey())
 	if err != nil || held {
 		return false, err
 	}

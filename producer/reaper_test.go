@@ -49,9 +49,9 @@ func reapBackends(t *testing.T, run func(t *testing.T, e *reapEnv)) {
 		c := redistest.Client(t)
 		name := redistest.Name(t)
 		redistest.DeleteKeys(t, c, name+":")
-		redistest.DeleteKeys(t, c, "asynq:{"+name+"}")
-		q := asynqbroker.NewQueue(c, &asynqbroker.Config{Queue: name, PollInterval: 20 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
-		t.Cleanup(func() { _ = q.Close(); _ = c.SRem(context.Background(), "asynq:queues", name).Err() })
+		redistest.DeleteKeys(t, c, "asynq:{"+name+".")
+		q := asynqbroker.NewQueue(c, &asynqbroker.Config{Prefix: name, PollInterval: 20 * time.Millisecond, ShutdownTimeout: 2 * time.Second})
+		t.Cleanup(func() { _ = q.Close(); _ = c.SRem(context.Background(), "asynq:queues", q.QueueName("echo")).Err() })
 		st := redisstate.New(c, &redisstate.Config{Prefix: name + ":"})
 		t.Cleanup(func() { _ = st.Close() })
 		run(t, newReapEnv(t, st, q))
@@ -59,7 +59,7 @@ func reapBackends(t *testing.T, run func(t *testing.T, e *reapEnv)) {
 }
 
 func newReapEnv(t *testing.T, st taskstate.Store, q broker.Queue) *reapEnv {
-	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Lease: 5 * time.Second, Slots: 1})
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "echo"}}, Lease: 5 * time.Second, Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

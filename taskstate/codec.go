@@ -43,6 +43,7 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 	w.rawMap(`,"inputRequests":`, t.InputRequests)
 	w.rawMap(`,"inputResponses":`, t.InputResponses)
 	w.num(`,"attempt":`, int64(t.Attempt), true)
+	w.num(`,"maxAttempts":`, int64(t.MaxAttempts), true)
 	if l := t.Lease; l != nil {
 		w.str(`,"lease":{"worker":`, l.Worker, false)
 		w.time(`,"expires":`, l.Expires)
@@ -368,6 +369,8 @@ func (d *recordReader) field(key []byte, t *Task) bool {
 		return d.int(&t.PollIntervalMs)
 	case "attempt":
 		return d.smallInt(&t.Attempt)
+	case "maxAttempts":
+		return d.smallInt(&t.MaxAttempts)
 	case "requeues":
 		return d.smallInt(&t.Requeues)
 	case "arguments":

@@ -21,7 +21,7 @@ func codecRecords() []*Task {
 	}
 	add(func(t *Task) {})
 	add(func(t *Task) {
-		t.Kind, t.Owner, t.StatusMessage, t.PollIntervalMs, t.Attempt, t.Requeues = KindPrompt, "alice", "half way", 500, 2, 1
+		t.Kind, t.Owner, t.StatusMessage, t.PollIntervalMs, t.Attempt, t.Requeues, t.MaxAttempts = KindPrompt, "alice", "half way", 500, 2, 1, 5
 		t.Arguments = json.RawMessage(`{"a":[1,2,{"b":null}],"c":"d"}`)
 		t.Lease = &Lease{Worker: "w-1", Expires: now.Add(30 * time.Second)}
 		t.Meta = map[string]json.RawMessage{"progressToken": json.RawMessage(`"p"`), "clientCapabilities": json.RawMessage(`{}`), "z": nil}

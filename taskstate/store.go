@@ -69,13 +69,30 @@ type Session struct {
 	CreatedAt          time.Time       `json:"createdAt"`
 }
 
-// Catalog keeps the tools and prompts that live workers serve. Entries expire
-// unless the workers that publish them keep refreshing them. Entries are
-// addressed by ToolInfo.Key: the name for a tool, "prompt/"+name for a prompt.
+// Catalog keeps the tools and prompts workers serve. An entry outlives its
+// workers: it is kept for the store's retention after its last refresh, or
+// until RemoveTool, so a pool scaled to zero keeps its tools listed and
+// callable (their tasks queue until a worker returns); ToolInfo.LiveUntil
+// tells whether a worker serves it now. Entries are addressed by
+// ToolInfo.Key: the name for a tool, "prompt/"+name for a prompt.
 type Catalog interface {
 	PublishTool(ctx context.Context, t *ToolInfo) error
 	Tool(ctx context.Context, key string) (*ToolInfo, error) // ErrNotFound
 	Tools(ctx context.Context) ([]*ToolInfo, error)          // sorted by Key
+	// RemoveTool deletes an entry (an operator's command): the tool is no
+	// longer listed, and calls get the unknown-tool error, until a worker
+	// publishes it again. ErrNotFound if there is none.
+	RemoveTool(ctx context.Context, key string) error
+}
+
+// DefaultToolRetention is how long a catalog entry is kept after its last
+// refresh unless a store is told otherwise.
+const DefaultToolRetention = 7 * 24 * time.Hour
+
+// AwaitingWorker is the statusMessage of a task created while no worker
+// served its tool; the worker that takes the task clears it.
+func AwaitingWorker(tool string) string {
+	return fmt.Sprintf("no worker is serving %q right now; the task runs when one starts", tool)
 }
 
 // Kinds of catalog entries (and of jobs).
@@ -120,7 +137,13 @@ type ToolInfo struct {
 	InputFirst bool `json:"inputFirst,omitempty"`
 	// Arguments of a prompt (MCP PromptArgument list).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// LiveUntil is when the entry's workers' heartbeats run out: while it
+	// is in the future some worker serves the tool. Workers refresh it.
+	LiveUntil time.Time `json:"liveUntil,omitzero"`
 }
+
+// Live reports whether some worker served the tool at now (see LiveUntil).
+func (t *ToolInfo) Live(now time.Time) bool { return now.Before(t.LiveUntil) }
 
 // Mutate reads the record, lets decide change it, and writes it back with a
 // compare-and-set, re-reading and re-deciding when another writer won the

@@ -109,7 +109,11 @@ type Task struct {
 	InputRequests  map[string]json.RawMessage `json:"inputRequests,omitempty"`
 	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
 	Attempt        int                        `json:"attempt,omitempty"`
-	Lease          *Lease                     `json:"lease,omitempty"`
+	// MaxAttempts is the tool's bound on runs, written by the worker that
+	// takes the task, so the reaper fails a lost task on the tool's last
+	// attempt (0: the reaper's own setting).
+	MaxAttempts int    `json:"maxAttempts,omitempty"`
+	Lease       *Lease `json:"lease,omitempty"`
 	// Requeues counts how often the reaper put the task's job back on the
 	// queue (its worker was lost, or its job never reached the queue). The
 	// n-th requeue publishes with dedupe key JobKey.

@@ -138,33 +138,63 @@ func (t *Telemetry) InstrumentHTTP(h http.Handler) http.Handler {
 	return promhttp.InstrumentHandlerCounter(t.m.http, h)
 }
 
-// WatchQueue registers mcpq_queue_depth, read from q on every scrape, when
-// q can tell its depth (broker.Depth); otherwise it does nothing.
-func (t *Telemetry) WatchQueue(q broker.Queue) {
+// WatchQueue registers the queue gauges, read from q on every scrape for
+// the routes tools returns (tool names, "prompt/<name>" for prompts), when
+// q can tell its depth (broker.Depth); otherwise it does nothing:
+//
+//	mcpq_queue_pending{tool}   jobs queued, not yet handed to a worker
+//	mcpq_queue_inflight{tool}  jobs handed to a worker, not yet settled
+//	mcpq_queue_depth           the sum of mcpq_queue_pending
+func (t *Telemetry) WatchQueue(q broker.Queue, tools func(context.Context) ([]string, error)) {
 	d, ok := q.(broker.Depth)
 	if t == nil || t.m == nil || !ok {
 		return
 	}
-	t.m.reg.MustRegister(&depthCollector{d: d, desc: prometheus.NewDesc("mcpq_queue_depth",
-		"Jobs waiting for a worker (queued, not yet handed out), read from the broker on scrape; the same figure on every process of one system.", nil, nil)})
+	t.m.reg.MustRegister(&depthCollector{d: d, tools: tools,
+		depth: prometheus.NewDesc("mcpq_queue_depth",
+			"Jobs waiting for a worker (queued, not yet handed out) over every tool, read from the broker on scrape; the same figure on every process of one system.", nil, nil),
+		pending: prometheus.NewDesc("mcpq_queue_pending",
+			"Jobs of a tool queued and not yet handed to a worker (including retries waiting out their delay), read from the broker on scrape: the backlog an autoscaler of the tool's pool reads.", []string{"tool"}, nil),
+		inflight: prometheus.NewDesc("mcpq_queue_inflight",
+			"Jobs of a tool handed to a worker and not yet settled, read from the broker on scrape.", []string{"tool"}, nil),
+	})
 }
 
 // depthCollector asks the broker for its depth on each scrape.
 type depthCollector struct {
-	d    broker.Depth
-	desc *prometheus.Desc
+	d                        broker.Depth
+	tools                    func(context.Context) ([]string, error)
+	depth, pending, inflight *prometheus.Desc
 }
 
-func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.pending
+	ch <- c.inflight
+}
 
-// Collect leaves the gauge out when the broker does not answer in time: a
+// Collect leaves the gauges out when the broker does not answer in time: a
 // missing sample is an honest "unknown", and the rest of the scrape stays.
 func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, err := c.d.Depth(ctx)
+	tools, err := c.tools(ctx)
 	if err != nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
+	by, err := c.d.Depth(ctx, tools)
+	if err != nil {
+		return
+	}
+	var total int64
+	for _, tool := range tools {
+		td, ok := by[tool]
+		if !ok {
+			continue
+		}
+		total += td.Pending
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(td.Pending), tool)
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(td.InFlight), tool)
+	}
+	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(total))
 }

@@ -55,7 +55,7 @@ func TestOffIsInert(t *testing.T) {
 		tel.TaskRan("x", time.Second)
 		tel.InputWaited("x", time.Second)
 		tel.LeaseExpired("x")
-		tel.WatchQueue(nil)
+		tel.WatchQueue(nil, nil)
 		h := http.NotFoundHandler()
 		if name == "nil" && tel.InstrumentHTTP(h) == nil {
 			t.Errorf("nil: InstrumentHTTP lost the handler")

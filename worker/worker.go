@@ -42,6 +42,11 @@ type Options struct {
 	// Admin is where a worker process serves /healthz, /readyz and
 	// /metrics ("": nowhere).
 	Admin string
+	// Tools narrows the worker to these of the tools it registers (names;
+	// "prompt/<name>" for a prompt); none: all of them. A pool of workers
+	// built from one binary can so serve part of its tools, e.g. a GPU pool
+	// the one tool that needs a GPU.
+	Tools []string
 	// Telemetry is handed to the workers New builds (not a flag).
 	Telemetry *telemetry.Telemetry
 }
@@ -53,6 +58,11 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
 	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
 	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "worker process: address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (env MCPQ_ADMIN)")
+	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
+		w.Tools = backend.SplitList(v)
+		return nil
+	})
+	w.Tools = backend.SplitList(os.Getenv("MCPQ_TOOLS"))
 }
 
 // New builds a consumer.Worker on b.
@@ -94,6 +104,18 @@ func Main(name string, register func(*consumer.Mux)) {
 // returns. name names the process on the broker connection, in traces and
 // in logs.
 func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
+	mux := consumer.NewMux()
+	register(mux)
+	if len(wo.Tools) > 0 {
+		var err error
+		if mux, err = mux.Only(wo.Tools...); err != nil {
+			return fmt.Errorf("worker: --tools: %w", err)
+		}
+	}
+	keys := make([]string, 0, len(mux.Tools()))
+	for _, t := range mux.Tools() {
+		keys = append(keys, t.Key())
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := opts.Connect(cctx, name, log)
 	cancel()
@@ -101,8 +123,6 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 		return err
 	}
 	defer b.Close()
-	mux := consumer.NewMux()
-	register(mux)
 
 	tp, flush, err := opts.TracerProvider(ctx, name)
 	if err != nil {
@@ -111,7 +131,7 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	defer backend.FlushSpans(flush, log)
 	reg := backend.NewRegistry()
 	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
-	wo.Telemetry.WatchQueue(b.Queue)
+	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) { return keys, nil })
 	w := wo.New(b, log)
 	if wo.Admin != "" {
 		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {

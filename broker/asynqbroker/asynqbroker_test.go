@@ -33,7 +33,7 @@ func newQueue(t *testing.T, c redis.UniversalClient, cfg *asynqbroker.Config) (*
 	if cfg != nil {
 		conf = *cfg
 	}
-	conf.Queue = name
+	conf.Prefix = name
 	if conf.PollInterval == 0 {
 		conf.PollInterval = pollInterval
 	}
@@ -42,11 +42,16 @@ func newQueue(t *testing.T, c redis.UniversalClient, cfg *asynqbroker.Config) (*
 	}
 	q := asynqbroker.NewQueue(c, &conf)
 	// Cleanups run last-in first-out: stop the consumers, then delete.
-	redistest.DeleteKeys(t, c, "asynq:{"+name+"}")
+	redistest.DeleteKeys(t, c, "asynq:{"+name+".")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.SRem(ctx, "asynq:queues", name).Err()
+		queues, _ := c.SMembers(ctx, "asynq:queues").Result()
+		for _, q := range queues {
+			if strings.HasPrefix(q, name+".") {
+				_ = c.SRem(ctx, "asynq:queues", q).Err()
+			}
+		}
 	})
 	t.Cleanup(func() { _ = q.Close() })
 	return q, name
@@ -127,14 +132,14 @@ func TestBusRefusesUnsafeTaskIDs(t *testing.T) {
 func TestShutdownReturnsJobs(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	q, name := newQueue(t, c, &asynqbroker.Config{Concurrency: 2, ShutdownTimeout: time.Second})
+	q, _ := newQueue(t, c, &asynqbroker.Config{Concurrency: 2, ShutdownTimeout: time.Second})
 	ctx := t.Context()
 	held, waiting := &broker.Job{TaskID: "HELD0123456789ABCDEFGHIJKL", Tool: "t"}, &broker.Job{TaskID: "WAIT0123456789ABCDEFGHIJKL", Tool: "t"}
 	if err := q.Enqueue(ctx, held); err != nil {
 		t.Fatal(err)
 	}
 	cctx, stop := context.WithCancel(ctx)
-	cons, err := q.Consumer(cctx, broker.ConsumerOptions{Lease: time.Minute})
+	cons, err := q.Consumer(cctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +152,12 @@ func TestShutdownReturnsJobs(t *testing.T) {
 	}
 	// Let the consumer's second handler take the waiting job from Asynq.
 	waitFor(t, "the second job to become active", func() bool {
-		info, err := asynq.NewInspectorFromRedisClient(c).GetTaskInfo(name, waiting.TaskID)
+		info, err := asynq.NewInspectorFromRedisClient(c).GetTaskInfo(q.QueueName("t"), waiting.TaskID)
 		return err == nil && info.State == asynq.TaskStateActive
 	})
 	stop()
 
-	other, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	other, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +183,7 @@ func TestRetryDelayNeverEarly(t *testing.T) {
 	t.Parallel()
 	q, _ := newQueue(t, redistest.Client(t), nil)
 	ctx := t.Context()
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +214,7 @@ func TestDeliverySettlesOnce(t *testing.T) {
 	if err := q.Enqueue(ctx, &broker.Job{TaskID: "ONCE0123456789ABCDEFGHIJKL", Tool: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute})
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +237,7 @@ func TestDeliverySettlesOnce(t *testing.T) {
 func TestNextAfterClose(t *testing.T) {
 	t.Parallel()
 	q, _ := newQueue(t, redistest.Client(t), nil)
-	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{})
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Tools: tools("t")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +245,7 @@ func TestNextAfterClose(t *testing.T) {
 	if d, err := cons.Next(t.Context()); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("Next after Close = %v, %v; want broker.ErrClosed", d, err)
 	}
-	if _, err := q.Consumer(t.Context(), broker.ConsumerOptions{}); err == nil {
+	if _, err := q.Consumer(t.Context(), broker.ConsumerOptions{Tools: tools("t")}); err == nil {
 		t.Fatal("Consumer after Close succeeded")
 	}
 }
@@ -274,8 +279,8 @@ func TestCrashRecovery(t *testing.T) {
 	if q := os.Getenv("ASYNQBROKER_CRASH_QUEUE"); q != "" {
 		// The child: take the job and die without shutting down.
 		c := redis.NewClient(&redis.Options{Addr: redistest.Addr()})
-		qu := asynqbroker.NewQueue(c, &asynqbroker.Config{Queue: q, PollInterval: pollInterval})
-		cons, err := qu.Consumer(context.Background(), broker.ConsumerOptions{Lease: time.Second})
+		qu := asynqbroker.NewQueue(c, &asynqbroker.Config{Prefix: q, PollInterval: pollInterval})
+		cons, err := qu.Consumer(context.Background(), broker.ConsumerOptions{Tools: tools("t"), Lease: time.Second})
 		if err != nil {
 			os.Exit(2)
 		}
@@ -302,7 +307,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 	crashed := time.Now()
 
-	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Lease: time.Second})
+	cons, err := q.Consumer(t.Context(), broker.ConsumerOptions{Tools: tools("t"), Lease: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,14 +328,20 @@ func TestCrashRecovery(t *testing.T) {
 	_ = d.Ack(t.Context())
 }
 
-// A tool routed to a queue of its own lands there, and a consumer serving
-// both queues gets jobs from each.
+func tools(names ...string) []broker.ToolRoute {
+	out := make([]broker.ToolRoute, len(names))
+	for i, n := range names {
+		out[i] = broker.ToolRoute{Tool: n}
+	}
+	return out
+}
+
+// Each tool's jobs land in the tool's own queue, and a consumer serving
+// both tools gets jobs from each.
 func TestToolQueues(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	slow := redistest.Name(t)
-	redistest.DeleteKeys(t, c, "asynq:{"+slow+"}")
-	q, def := newQueue(t, c, &asynqbroker.Config{ToolQueues: map[string]string{"render": slow}})
+	q, _ := newQueue(t, c, &asynqbroker.Config{Priorities: map[string]int{"render": 6}})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, j := range []*broker.Job{{TaskID: rand.Text(), Tool: "render"}, {TaskID: rand.Text(), Tool: "greet"}} {
@@ -339,13 +350,13 @@ func TestToolQueues(t *testing.T) {
 		}
 	}
 	insp := asynq.NewInspectorFromRedisClient(c)
-	for queue, want := range map[string]int{slow: 1, def: 1} {
-		info, err := insp.GetQueueInfo(queue)
-		if err != nil || info.Pending != want {
-			t.Fatalf("queue %s: %+v %v, want %d pending", queue, info, err, want)
+	for _, tool := range []string{"render", "greet"} {
+		info, err := insp.GetQueueInfo(q.QueueName(tool))
+		if err != nil || info.Pending != 1 {
+			t.Fatalf("queue %s: %+v %v, want 1 pending", q.QueueName(tool), info, err)
 		}
 	}
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Slots: 2})
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("render", "greet"), Slots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

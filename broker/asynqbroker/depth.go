@@ -5,36 +5,35 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hibiken/asynq"
-
 	"github.com/mcpqueue/mcpqueue/broker"
 )
 
 var _ broker.Depth = (*Queue)(nil)
 
-// Depth is the number of pending jobs (ready to run, not held by a worker)
-// summed over the queues this Queue's consumers serve. Scheduled retries
-// are not counted. Asynq's Inspector takes no context: ctx is checked
-// between queues only.
-func (q *Queue) Depth(ctx context.Context) (int64, error) {
-	in := asynq.NewInspectorFromRedisClient(q.rdb)
-	known, err := in.Queues()
+// Depth reads each tool's queue with the inspector: Pending counts its
+// pending, scheduled and retry-waiting jobs, InFlight its active ones (a job
+// waiting in a consumer's handler for a Next counts as in flight). A tool
+// whose queue never held a job is left out. Asynq's Inspector takes no
+// context: ctx is checked between tools only.
+func (q *Queue) Depth(ctx context.Context, tools []string) (map[string]broker.ToolDepth, error) {
+	known, err := q.inspector.Queues()
 	if err != nil {
-		return 0, fmt.Errorf("asynqbroker: depth: %w", err)
+		return nil, fmt.Errorf("asynqbroker: depth: %w", err)
 	}
-	var n int64
-	for name := range q.cfg.Queues {
-		if !slices.Contains(known, name) { // nothing was ever enqueued there
+	out := make(map[string]broker.ToolDepth, len(tools))
+	for _, tool := range tools {
+		name := q.QueueName(tool)
+		if !slices.Contains(known, name) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, err
+			return nil, err
 		}
-		info, err := in.GetQueueInfo(name)
+		info, err := q.inspector.GetQueueInfo(name)
 		if err != nil {
-			return 0, fmt.Errorf("asynqbroker: depth of %s: %w", name, err)
+			return nil, fmt.Errorf("asynqbroker: depth of %s: %w", tool, err)
 		}
-		n += int64(info.Pending)
+		out[tool] = broker.ToolDepth{Pending: int64(info.Pending + info.Scheduled + info.Retry), InFlight: int64(info.Active)}
 	}
-	return n, nil
+	return out, nil
 }

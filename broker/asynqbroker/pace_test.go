@@ -27,7 +27,7 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 		BusyFor:          300 * time.Millisecond,
 	})
 	ctx := t.Context()
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: time.Minute, Slots: 2})
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute, Slots: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

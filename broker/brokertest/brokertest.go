@@ -81,6 +81,10 @@ func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *
 		{"CancelledNextLosesNothing", s.cancelledNextLosesNothing},
 		{"ConcurrentConsumers", s.concurrentConsumers},
 		{"Holder", s.holder},
+		{"Routing", s.routing},
+		{"ToolLeases", s.toolLeases},
+		{"ToolConcurrency", s.toolConcurrency},
+		{"ConsumerOptionsInvalid", s.consumerOptionsInvalid},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,8 +125,23 @@ func (e *queueEnv) enqueue(t *testing.T, j *broker.Job) {
 	}
 }
 
+// suiteTools are the tools of the suite's jobs; a consumer whose options
+// name no tools serves these.
+var suiteTools = []string{"echo", "t", "other_tool", "files.read_v2", "files.read", "a-b_c", "render.report.v2"}
+
+func routes(tools ...string) []broker.ToolRoute {
+	out := make([]broker.ToolRoute, len(tools))
+	for i, tool := range tools {
+		out[i] = broker.ToolRoute{Tool: tool}
+	}
+	return out
+}
+
 func (e *queueEnv) consumer(t *testing.T, opts broker.ConsumerOptions) broker.Consumer {
 	t.Helper()
+	if opts.Tools == nil {
+		opts.Tools = routes(suiteTools...)
+	}
 	c, err := e.q.Consumer(e.ctx, opts)
 	if err != nil {
 		t.Fatalf("Consumer(%+v): %v", opts, err)
@@ -217,9 +236,10 @@ func (s *queueSuite) enqueueInvalid(t *testing.T, e *queueEnv) {
 func (s *queueSuite) dedupe(t *testing.T, e *queueEnv) {
 	first := e.job()
 	e.enqueue(t, first)
+	// A task's jobs are all of its tool; the copy differs in its
+	// arguments only, so the delivery shows which one was stored.
 	dup := e.job()
 	dup.TaskID = first.TaskID
-	dup.Tool = "other_tool"
 	e.enqueue(t, dup) // accepted, and stored once
 
 	c := e.consumer(t, broker.ConsumerOptions{Lease: longLease})

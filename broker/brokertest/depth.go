@@ -9,8 +9,8 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 )
 
-// RunDepth checks a queue's broker.Depth: it counts jobs queued and not yet
-// handed out, before and after a consumer takes one. newQueue returns an
+// RunDepth checks a queue's broker.Depth: per tool, the jobs queued and not
+// yet handed out, and those handed out and not settled. newQueue returns an
 // empty queue that no other test sees.
 func RunDepth(t *testing.T, newQueue func(t *testing.T) broker.Queue) {
 	q := newQueue(t)
@@ -20,36 +20,46 @@ func RunDepth(t *testing.T, newQueue func(t *testing.T) broker.Queue) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	want := func(n int64, when string) {
+	tools := []string{"depth.a", "depth_b"}
+	want := func(w map[string]broker.ToolDepth, when string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got, err := d.Depth(ctx)
-			if err == nil && got == n {
+			got, err := d.Depth(ctx, tools)
+			same := err == nil
+			for _, tool := range tools {
+				same = same && got[tool] == w[tool]
+			}
+			if same {
 				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: Depth = %d, %v; want %d", when, got, err, n)
+				t.Fatalf("%s: Depth = %v, %v; want %v", when, got, err, w)
 			}
 			time.Sleep(20 * time.Millisecond) // the broker offers no event for this
 		}
 	}
-	want(0, "empty queue")
-	for range 3 {
-		if err := q.Enqueue(ctx, &broker.Job{TaskID: rand.Text(), Tool: "depth"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want(3, "three jobs queued, no consumer yet")
-	c, err := q.Consumer(ctx, broker.ConsumerOptions{Lease: longLease, Slots: 1})
+	// One slot: the consumer takes at most one job from the broker.
+	c, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: routes(tools...), Lease: longLease, Slots: 1})
 	if err != nil {
 		t.Fatal(err)
+	}
+	want(map[string]broker.ToolDepth{}, "no jobs")
+	for i := range 5 {
+		if err := q.Enqueue(ctx, &broker.Job{TaskID: rand.Text(), Tool: tools[i%2]}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	del, err := c.Next(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want(2, "one job handed out")
+	w := map[string]broker.ToolDepth{"depth.a": {Pending: 3}, "depth_b": {Pending: 2}}
+	x := w[del.Job().Tool]
+	x.Pending--
+	x.InFlight++
+	w[del.Job().Tool] = x
+	want(w, "five jobs queued, one handed out")
 	// Once it is acked, a push broker's consumer may already hold the next
 	// job for a slot (at most Slots of them), so no exact figure follows.
 	if err := del.Ack(ctx); err != nil {

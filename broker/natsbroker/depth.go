@@ -12,24 +12,24 @@ import (
 
 var _ broker.Depth = (*Queue)(nil)
 
-// Depth is the number of jobs no worker has been handed yet: the shared
-// consumer's pending count, or, before any worker created the consumer,
-// every message in the stream.
-func (q *Queue) Depth(ctx context.Context) (int64, error) {
-	c, err := q.stream.Consumer(ctx, q.cfg.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		info, err := q.stream.Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("natsbroker: depth: %w", err)
+// Depth reads each tool's consumer: Pending is its NumPending (jobs not yet
+// delivered), InFlight its NumAckPending (delivered, not acked). A tool
+// whose consumer does not exist yet (no worker ever served it) is left out.
+func (q *Queue) Depth(ctx context.Context, tools []string) (map[string]broker.ToolDepth, error) {
+	out := make(map[string]broker.ToolDepth, len(tools))
+	for _, tool := range tools {
+		c, err := q.stream.Consumer(ctx, ConsumerName(tool))
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
 		}
-		return int64(info.State.Msgs), nil
+		if err != nil {
+			return nil, fmt.Errorf("natsbroker: depth of %s: %w", tool, err)
+		}
+		info, err := c.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("natsbroker: depth of %s: %w", tool, err)
+		}
+		out[tool] = broker.ToolDepth{Pending: int64(info.NumPending), InFlight: int64(info.NumAckPending)}
 	}
-	if err != nil {
-		return 0, fmt.Errorf("natsbroker: depth: %w", err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("natsbroker: depth: %w", err)
-	}
-	return int64(info.NumPending), nil
+	return out, nil
 }

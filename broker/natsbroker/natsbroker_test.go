@@ -3,8 +3,11 @@ package natsbroker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/brokertest"
@@ -95,7 +98,7 @@ func TestNextOnClosedConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := q.Consumer(t.Context(), broker.ConsumerOptions{})
+	c, err := q.Consumer(t.Context(), broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "echo"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,5 +107,98 @@ func TestNextOnClosedConnection(t *testing.T) {
 	defer cancel()
 	if d, err := c.Next(ctx); !errors.Is(err, broker.ErrClosed) {
 		t.Fatalf("Next on a closed connection = %v, %v; want broker.ErrClosed", d, err)
+	}
+}
+
+// TestLegacyConsumerReplaced: the one consumer of every tool that versions
+// before per-tool routing created overlaps every tool's own consumer, which
+// a work-queue stream refuses; the first per-tool consumer replaces it, and
+// the jobs queued meanwhile are delivered.
+func TestLegacyConsumerReplaced(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	name := natstest.Name(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	q, err := natsbroker.NewQueue(ctx, js, &natsbroker.Config{Prefix: name, Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := q.Names()
+	st, err := js.Stream(ctx, n.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "workers", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: n.Subject + ".>"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Enqueue(ctx, &broker.Job{TaskID: "LEGACY0123456789ABCDEFGHIJ", Tool: "echo"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "echo"}}})
+	if err != nil {
+		t.Fatalf("Consumer with the legacy consumer present: %v", err)
+	}
+	d, err := c.Next(ctx)
+	if err != nil || d.Job().TaskID != "LEGACY0123456789ABCDEFGHIJ" {
+		t.Fatalf("Next: %v, %v", d, err)
+	}
+	if _, err := st.Consumer(ctx, "workers"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("legacy consumer still there: %v", err)
+	}
+	if _, err := st.Consumer(ctx, natsbroker.ConsumerName("echo")); err != nil {
+		t.Fatalf("the tool's consumer %s: %v", natsbroker.ConsumerName("echo"), err)
+	}
+}
+
+// TestManyToolsFewSlots: with more tools than waiting slots, a job of a tool
+// no pull covers is still picked up promptly (the sweep), not after every
+// other tool's pull has run out.
+func TestManyToolsFewSlots(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	q, err := natsbroker.NewQueue(ctx, js, &natsbroker.Config{Prefix: natstest.Name(t), Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []broker.ToolRoute
+	for i := range 20 {
+		routes = append(routes, broker.ToolRoute{Tool: fmt.Sprintf("tool%02d", i)})
+	}
+	c, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: routes, Slots: 1, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst time.Duration
+	for i := range 10 {
+		tool := routes[(i*7)%len(routes)].Tool
+		got := make(chan broker.Delivery, 1)
+		go func() {
+			d, err := c.Next(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- d
+		}()
+		// Let the Next settle into a pull before the job arrives.
+		time.Sleep(300 * time.Millisecond)
+		sent := time.Now()
+		if err := q.Enqueue(ctx, &broker.Job{TaskID: fmt.Sprintf("MANYTOOLS%017d", i), Tool: tool}); err != nil {
+			t.Fatal(err)
+		}
+		d := <-got
+		if d == nil || d.Job().Tool != tool {
+			t.Fatalf("round %d: got %v, want a job of %s", i, d, tool)
+		}
+		worst = max(worst, time.Since(sent))
+		_ = d.Ack(ctx)
+	}
+	t.Logf("worst pickup over 10 jobs on 20 tools with one slot: %s", worst)
+	if worst > 700*time.Millisecond {
+		t.Fatalf("worst pickup %s with 20 tools and one slot, want under 700ms (sweeps every 250ms)", worst)
 	}
 }

@@ -294,7 +294,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	defer backend.FlushSpans(flush, log)
 	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
-	tel.WatchQueue(b.Queue)
+	tel.WatchQueue(b.Queue, catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 
 	var wg sync.WaitGroup
@@ -363,7 +363,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		Logger:         log,
 		Telemetry:      tel,
 	})
-	mux := backend.AdminMux(reg, append(b.Checks(), backend.CatalogCheck(b.Catalog))...) // /healthz, /readyz, /metrics
+	mux := backend.AdminMux(reg, b.Checks()...) // /healthz, /readyz, /metrics
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root
@@ -418,4 +418,20 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	wg.Wait()
 	return nil
+}
+
+// catalogRoutes lists the routes (catalog keys) of every tool and prompt in
+// the catalog, for the per-tool queue gauges.
+func catalogRoutes(c taskstate.Catalog) func(context.Context) ([]string, error) {
+	return func(ctx context.Context) ([]string, error) {
+		tools, err := c.Tools(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(tools))
+		for i, t := range tools {
+			out[i] = t.Key()
+		}
+		return out, nil
+	}
 }

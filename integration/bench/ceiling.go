@@ -49,7 +49,7 @@ func ceiling(ctx context.Context, o backend.Options, name string, mode ceilingMo
 
 	consCtx, stopCons := context.WithCancel(ctx)
 	defer stopCons()
-	cons, err := b.Queue.Consumer(consCtx, broker.ConsumerOptions{Lease: 30 * time.Second, MaxDeliveries: 30, Slots: conc})
+	cons, err := b.Queue.Consumer(consCtx, broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "noop"}}, Lease: 30 * time.Second, MaxDeliveries: 30, Slots: conc})
 	if err != nil {
 		return nil, err
 	}

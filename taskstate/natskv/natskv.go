@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -22,12 +20,18 @@ import (
 
 // Config names the buckets. A nil Config is valid.
 type Config struct {
-	// TaskBucket holds task records. Default "mcpq_tasks".
+	// Prefix is what the bucket names derive from: <prefix>_tasks,
+	// <prefix>_tools, <prefix>_tasks_owners, <prefix>_tasks_sessions.
+	// Default "mcpq".
+	Prefix string
+	// TaskBucket holds task records. Default <prefix>_tasks.
 	TaskBucket string
-	// ToolBucket holds the tool catalog. Default "mcpq_tools".
+	// ToolBucket holds the tool catalog. Default <prefix>_tools.
 	ToolBucket string
-	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
-	ToolTTL time.Duration
+	// ToolRetention is how long a catalog entry is kept after its last
+	// refresh: a tool whose workers are all gone (a pool scaled to zero)
+	// stays listed and callable this long. Default 7 days (DefaultToolRetention).
+	ToolRetention time.Duration
 	// OwnerBucket indexes tasks by owner (tasks/list). Default TaskBucket+"_owners".
 	OwnerBucket string
 	// SessionBucket holds 2025-11-25 sessions. Default TaskBucket+"_sessions".
@@ -49,14 +53,17 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		out = *c
 	}
+	if out.Prefix == "" {
+		out.Prefix = "mcpq"
+	}
 	if out.TaskBucket == "" {
-		out.TaskBucket = "mcpq_tasks"
+		out.TaskBucket = out.Prefix + "_tasks"
 	}
 	if out.ToolBucket == "" {
-		out.ToolBucket = "mcpq_tools"
+		out.ToolBucket = out.Prefix + "_tools"
 	}
-	if out.ToolTTL <= 0 {
-		out.ToolTTL = 30 * time.Second
+	if out.ToolRetention <= 0 {
+		out.ToolRetention = taskstate.DefaultToolRetention
 	}
 	if out.OwnerBucket == "" {
 		out.OwnerBucket = out.TaskBucket + "_owners"
@@ -117,8 +124,8 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 		}},
 		{&s.tools, "tool", jetstream.KeyValueConfig{
 			Bucket:         c.ToolBucket,
-			Description:    "mcpqueue tool catalog (refreshed by live workers)",
-			TTL:            c.ToolTTL,
+			Description:    "mcpqueue tool catalog (refreshed by workers, kept for the retention after the last refresh)",
+			TTL:            c.ToolRetention,
 			LimitMarkerTTL: time.Minute, // expiries reach watchers as delete markers
 		}},
 		{&s.owners, "owner", jetstream.KeyValueConfig{ // entries expire with their terminal record
@@ -444,173 +451,3 @@ func (h *watchHub) deliver(id string, t *taskstate.Task) {
 	}
 }
 
-// PublishTool writes (or refreshes) a catalog entry.
-func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
-	b, err := encodeTool(t)
-	if err != nil {
-		return err
-	}
-	rev, err := s.tools.Put(ctx, toolKey(t.Key()), b)
-	if err != nil {
-		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
-	}
-	// Read your own writes: the cache's watcher may not have seen the put yet.
-	s.mu.Lock()
-	c := s.catalog
-	s.mu.Unlock()
-	if c != nil {
-		info := *t
-		c.set(toolKey(t.Key()), &info, rev)
-	}
-	return nil
-}
-
-func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
-	c, err := s.cat(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.get(key)
-}
-
-func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
-	c, err := s.cat(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return c.list(), nil
-}
-
-func (s *Store) cat(ctx context.Context) (*catalogCache, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.catalog != nil {
-		return s.catalog, nil
-	}
-	c, err := startCatalog(ctx, s.tools, s.closed)
-	if err != nil {
-		return nil, err
-	}
-	s.catalog = c
-	return c, nil
-}
-
-// catalogCache mirrors the tool bucket in memory through a watcher, so
-// tools/list and argument validation cost no round trip. PublishTool also
-// writes through it, so entries carry the bucket revision and an older
-// version (or deletion) never replaces a newer one.
-type catalogCache struct {
-	mu    sync.RWMutex
-	tools map[string]catalogEntry // by toolKey
-}
-
-type catalogEntry struct {
-	tool *taskstate.ToolInfo // nil: deleted or expired
-	rev  uint64
-}
-
-func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*catalogCache, error) {
-	wctx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
-	}
-	c := &catalogCache{tools: map[string]catalogEntry{}}
-	ready := make(chan struct{})
-	go func() {
-		defer cancel()
-		initial := true
-		for {
-			select {
-			case <-closed:
-				_ = w.Stop()
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					if initial {
-						initial = false
-						close(ready)
-					}
-					continue
-				}
-				c.apply(e)
-			}
-		}
-	}()
-	select {
-	case <-ready:
-		return c, nil
-	case <-ctx.Done():
-		cancel()
-		return nil, ctx.Err()
-	}
-}
-
-func (c *catalogCache) apply(e jetstream.KeyValueEntry) {
-	var t *taskstate.ToolInfo
-	if e.Operation() == jetstream.KeyValuePut {
-		var err error
-		if t, err = decodeTool(e.Value()); err != nil {
-			return
-		}
-	}
-	c.set(e.Key(), t, e.Revision())
-}
-
-// set records version rev of key (t nil: gone) unless it already holds a
-// newer one.
-func (c *catalogCache) set(key string, t *taskstate.ToolInfo, rev uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if cur, ok := c.tools[key]; ok && cur.rev >= rev {
-		return
-	}
-	c.tools[key] = catalogEntry{tool: t, rev: rev}
-}
-
-func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e := c.tools[toolKey(name)]
-	if e.tool == nil {
-		return nil, taskstate.ErrNotFound
-	}
-	t := *e.tool
-	return &t, nil
-}
-
-func (c *catalogCache) list() []*taskstate.ToolInfo {
-	c.mu.RLock()
-	out := make([]*taskstate.ToolInfo, 0, len(c.tools))
-	for _, e := range c.tools {
-		if e.tool != nil {
-			t := *e.tool
-			out = append(out, &t)
-		}
-	}
-	c.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
-	return out
-}
-
-// toolKey maps a tool name onto the KV key alphabet. Tool names may hold
-// characters keys may not (MCP allows A-Z a-z 0-9 _ - .), so anything outside
-// [A-Za-z0-9_-] is escaped as =XX.
-func toolKey(name string) string {
-	b := make([]byte, 0, len(name))
-	for i := 0; i < len(name); i++ {
-		ch := name[i]
-		if ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' {
-			b = append(b, ch)
-			continue
-		}
-		b = append(b, '=')
-		b = strconv.AppendUint(b, uint64(ch)/16, 16)
-		b = strconv.AppendUint(b, uint64(ch)%16, 16)
-	}
-	return string(b)
-}

@@ -26,7 +26,7 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 		s, err := natskv.New(ctx, js, &natskv.Config{
 			TaskBucket: name + "_tasks",
 			ToolBucket: name + "_tools",
-			ToolTTL:    toolTTL,
+			ToolRetention:    toolTTL,
 			SessionTTL: sessionTTL,
 			Memory:     memory,
 		})
@@ -41,7 +41,7 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, newStore(srv, false), &statetest.Options{ToolTTL: toolTTL, SessionTTL: sessionTTL})
+	statetest.Run(t, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Create writes the owner-index entry just before the record, so List may

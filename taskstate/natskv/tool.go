@@ -1,8 +1,15 @@
 package natskv
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sort"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -20,4 +27,197 @@ func decodeTool(b []byte) (*taskstate.ToolInfo, error) {
 		return nil, fmt.Errorf("natskv: decode tool: %w", err)
 	}
 	return &t, nil
+}
+
+// PublishTool writes (or refreshes) a catalog entry.
+func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
+	b, err := encodeTool(t)
+	if err != nil {
+		return err
+	}
+	rev, err := s.tools.Put(ctx, toolKey(t.Key()), b)
+	if err != nil {
+		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
+	}
+	// Read your own writes: the cache's watcher may not have seen the put yet.
+	s.mu.Lock()
+	c := s.catalog
+	s.mu.Unlock()
+	if c != nil {
+		info := *t
+		c.set(toolKey(t.Key()), &info, rev)
+	}
+	return nil
+}
+
+func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
+	c, err := s.cat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.get(key)
+}
+
+func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
+	c, err := s.cat(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.list(), nil
+}
+
+func (s *Store) cat(ctx context.Context) (*catalogCache, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.catalog != nil {
+		return s.catalog, nil
+	}
+	c, err := startCatalog(ctx, s.tools, s.closed)
+	if err != nil {
+		return nil, err
+	}
+	s.catalog = c
+	return c, nil
+}
+
+// catalogCache mirrors the tool bucket in memory through a watcher, so
+// tools/list and argument validation cost no round trip. PublishTool also
+// writes through it, so entries carry the bucket revision and an older
+// version (or deletion) never replaces a newer one.
+type catalogCache struct {
+	mu    sync.RWMutex
+	tools map[string]catalogEntry // by toolKey
+}
+
+type catalogEntry struct {
+	tool *taskstate.ToolInfo // nil: deleted or expired
+	rev  uint64
+}
+
+func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*catalogCache, error) {
+	wctx, cancel := context.WithCancel(context.Background())
+	w, err := kv.WatchAll(wctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
+	}
+	c := &catalogCache{tools: map[string]catalogEntry{}}
+	ready := make(chan struct{})
+	go func() {
+		defer cancel()
+		initial := true
+		for {
+			select {
+			case <-closed:
+				_ = w.Stop()
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e == nil {
+					if initial {
+						initial = false
+						close(ready)
+					}
+					continue
+				}
+				c.apply(e)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+		return c, nil
+	case <-ctx.Done():
+		cancel()
+		return nil, ctx.Err()
+	}
+}
+
+func (c *catalogCache) apply(e jetstream.KeyValueEntry) {
+	var t *taskstate.ToolInfo
+	if e.Operation() == jetstream.KeyValuePut {
+		var err error
+		if t, err = decodeTool(e.Value()); err != nil {
+			return
+		}
+	}
+	c.set(e.Key(), t, e.Revision())
+}
+
+// set records version rev of key (t nil: gone) unless it already holds a
+// newer one.
+func (c *catalogCache) set(key string, t *taskstate.ToolInfo, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.tools[key]; ok && cur.rev >= rev {
+		return
+	}
+	c.tools[key] = catalogEntry{tool: t, rev: rev}
+}
+
+func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := c.tools[toolKey(name)]
+	if e.tool == nil {
+		return nil, taskstate.ErrNotFound
+	}
+	t := *e.tool
+	return &t, nil
+}
+
+func (c *catalogCache) list() []*taskstate.ToolInfo {
+	c.mu.RLock()
+	out := make([]*taskstate.ToolInfo, 0, len(c.tools))
+	for _, e := range c.tools {
+		if e.tool != nil {
+			t := *e.tool
+			out = append(out, &t)
+		}
+	}
+	c.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// toolKey maps a tool name onto the KV key alphabet. Tool names may hold
+// characters keys may not (MCP allows A-Z a-z 0-9 _ - .), so anything outside
+// [A-Za-z0-9_-] is escaped as =XX.
+func toolKey(name string) string {
+	b := make([]byte, 0, len(name))
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		if ch >= 'A' && ch <= 'Z' || ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '_' || ch == '-' {
+			b = append(b, ch)
+			continue
+		}
+		b = append(b, '=')
+		b = strconv.AppendUint(b, uint64(ch)/16, 16)
+		b = strconv.AppendUint(b, uint64(ch)%16, 16)
+	}
+	return string(b)
+}
+
+// RemoveTool deletes a catalog entry.
+func (s *Store) RemoveTool(ctx context.Context, key string) error {
+	e, err := s.tools.Get(ctx, toolKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("natskv: remove tool %s: %w", key, taskstate.ErrNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("natskv: remove tool %s: %w", key, err)
+	}
+	if err := s.tools.Delete(ctx, toolKey(key), jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("natskv: remove tool %s: %w", key, err)
+	}
+	// Read your own writes: the delete is newer than what was read.
+	s.mu.Lock()
+	c := s.catalog
+	s.mu.Unlock()
+	if c != nil {
+		c.set(toolKey(key), nil, e.Revision()+1)
+	}
+	return nil
 }

@@ -48,8 +48,8 @@ func TestCatalogCache(t *testing.T) {
 	// Workers on a client of their own: their PublishTool reaches the api's
 	// store only through Redis.
 	const ttl = time.Second
-	long := redisstate.New(redistest.Client(t), &redisstate.Config{Prefix: prefix, ToolTTL: time.Hour})
-	short := redisstate.New(redistest.Client(t), &redisstate.Config{Prefix: prefix, ToolTTL: ttl})
+	long := redisstate.New(redistest.Client(t), &redisstate.Config{Prefix: prefix, ToolRetention: time.Hour})
+	short := redisstate.New(redistest.Client(t), &redisstate.Config{Prefix: prefix, ToolRetention: ttl})
 	t.Cleanup(func() { _ = api.Close(); _ = long.Close(); _ = short.Close() })
 	ctx := t.Context()
 

@@ -60,8 +60,10 @@ type Config struct {
 	// Prefix starts every key and channel name, so systems (and tests) can
 	// share a Redis. Default "mcpq:".
 	Prefix string
-	// ToolTTL is how long a catalog entry lives without a refresh. Default 30s.
-	ToolTTL time.Duration
+	// ToolRetention is how long a catalog entry is kept after its last
+	// refresh: a tool whose workers are all gone (a pool scaled to zero)
+	// stays listed and callable this long. Default 7 days (DefaultToolRetention).
+	ToolRetention time.Duration
 	// SessionTTL is a session's lifetime, counted from PutSession. Default 24h.
 	SessionTTL time.Duration
 	// ReconcileEvery is how often an active Scan also walks every record
@@ -81,8 +83,8 @@ func (c *Config) withDefaults() Config {
 	if out.Prefix == "" {
 		out.Prefix = "mcpq:"
 	}
-	if out.ToolTTL <= 0 {
-		out.ToolTTL = 30 * time.Second
+	if out.ToolRetention <= 0 {
+		out.ToolRetention = taskstate.DefaultToolRetention
 	}
 	if out.SessionTTL <= 0 {
 		out.SessionTTL = 24 * time.Hour
@@ -102,6 +104,7 @@ type Store struct {
 
 	create, update, list *redis.Script
 	publishTool, tools   *redis.Script
+	removeTool           *redis.Script
 	toolKeys             []string // data hash, expiry zset, version counter
 	closed               chan struct{}
 	closeOnce            sync.Once
@@ -130,6 +133,7 @@ func New(rdb redis.UniversalClient, cfg *Config) *Store {
 		list:        redis.NewScript(listScript),
 		publishTool: redis.NewScript(publishToolScript),
 		tools:       redis.NewScript(toolsScript),
+		removeTool:  redis.NewScript(removeToolScript),
 		toolKeys:    []string{tk + "data", tk + "exp", tk + "ver"},
 		closed:      make(chan struct{}),
 		catalog:     catalogCache{ver: -1},

@@ -25,7 +25,7 @@ func newStore(c redis.UniversalClient) statetest.NewStoreFunc {
 	return func(t *testing.T) (taskstate.Store, taskstate.Catalog) {
 		prefix := redistest.Name(t) + ":"
 		redistest.DeleteKeys(t, c, prefix)
-		s := redisstate.New(c, &redisstate.Config{Prefix: prefix, ToolTTL: toolTTL, SessionTTL: sessionTTL})
+		s := redisstate.New(c, &redisstate.Config{Prefix: prefix, ToolRetention: toolTTL, SessionTTL: sessionTTL})
 		t.Cleanup(func() { _ = s.Close() })
 		return s, s
 	}
@@ -45,7 +45,7 @@ func prefixedStore(tb testing.TB, c redis.UniversalClient) (*redisstate.Store, s
 func TestContract(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	statetest.Run(t, newStore(c), &statetest.Options{ToolTTL: toolTTL, SessionTTL: sessionTTL})
+	statetest.Run(t, newStore(c), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Two stores on separate clients, as an api replica and a worker: writes

@@ -53,6 +53,14 @@ local reply = {ver, now, first[2] or ''}
 if ver ~= ARGV[1] then reply[4] = redis.call('HGETALL', KEYS[1]) end
 return reply`
 
+// removeToolScript: KEYS data hash, expiry zset, version; ARGV[1] name,
+// ARGV[2] catalog channel. Returns 1 if the tool was there.
+const removeToolScript = `
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('PUBLISH', ARGV[2], redis.call('INCR', KEYS[3]))
+return 1`
+
 // subscribeRetry is how long catalog reads go to Redis after the
 // subscription to catalog changes failed, before one tries again.
 const subscribeRetry = time.Second
@@ -124,7 +132,7 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return fmt.Errorf("redisstate: publish tool %s: %w", t.Name, err)
 	}
-	changed, err := s.publishTool.Run(ctx, s.rdb, s.toolKeys, t.Key(), b, s.cfg.ToolTTL.Milliseconds(), s.catalogChan()).Int64()
+	changed, err := s.publishTool.Run(ctx, s.rdb, s.toolKeys, t.Key(), b, s.cfg.ToolRetention.Milliseconds(), s.catalogChan()).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstate: publish tool %s: %w", t.Name, err)
 	}
@@ -132,6 +140,19 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 		// This store's own reads see the change at once, without
 		// waiting for its message.
 		s.catalog.invalidate()
+	}
+	return nil
+}
+
+// RemoveTool deletes a catalog entry.
+func (s *Store) RemoveTool(ctx context.Context, key string) error {
+	n, err := s.removeTool.Run(ctx, s.rdb, s.toolKeys, key, s.catalogChan()).Int64()
+	if err != nil {
+		return fmt.Errorf("redisstate: remove tool %s: %w", key, err)
+	}
+	s.catalog.invalidate()
+	if n == 0 {
+		return fmt.Errorf("redisstate: remove tool %s: %w", key, taskstate.ErrNotFound)
 	}
 	return nil
 }

@@ -21,12 +21,12 @@ import (
 // Options tells the suite how the stores under test are configured. A nil
 // *Options is valid.
 type Options struct {
-	// ToolTTL is how long a catalog entry lives without a refresh in the
-	// stores newStore returns (natskv.Config.ToolTTL, say). The expiry test
+	// ToolRetention is how long a catalog entry is kept without a refresh
+	// in the stores newStore returns (natskv.Config.ToolRetention, say). The expiry test
 	// waits about this long, so keep it short, but long enough that the
 	// other catalog subtests finish well within it: 2s is a good value.
 	// Zero skips the catalog expiry test.
-	ToolTTL time.Duration
+	ToolRetention time.Duration
 	// SessionTTL is a session's lifetime in the stores newStore returns
 	// (natskv.Config.SessionTTL, say). The expiry test waits about this
 	// long; the other session subtests must finish well within it: 2s is a
@@ -105,6 +105,7 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"CatalogNamesDistinct", s.catalogNamesDistinct},
 		{"CatalogKindsDistinct", s.catalogKindsDistinct},
 		{"CatalogExpiry", s.catalogExpiry},
+		{"CatalogRemove", s.catalogRemove},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1117,6 +1118,7 @@ func tool(name string) *taskstate.ToolInfo {
 		Annotations:  json.RawMessage(`{"readOnlyHint":true}`),
 		TaskSupport:  taskstate.TaskOptional,
 		TimeoutMs:    60_000,
+		LiveUntil:    time.Date(2031, 1, 2, 3, 4, 5, 600_000_000, time.UTC),
 	}
 }
 
@@ -1174,6 +1176,30 @@ func (s *suite) catalogRoundTrip(t *testing.T, e *env) {
 	if err := e.cat.PublishTool(e.ctx, &taskstate.ToolInfo{InputSchema: json.RawMessage(`{}`)}); err == nil {
 		t.Error("PublishTool of a tool without a name succeeded")
 	}
+}
+
+// An operator removes an entry; it is gone from Tool and Tools at once for
+// this store, and a worker publishing it again brings it back.
+func (s *suite) catalogRemove(t *testing.T, e *env) {
+	e.publish(t, tool("gone.soon"))
+	e.publish(t, tool("stays"))
+	if err := e.cat.RemoveTool(e.ctx, "gone.soon"); err != nil {
+		t.Fatalf("RemoveTool: %v", err)
+	}
+	if _, err := e.cat.Tool(e.ctx, "gone.soon"); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("Tool after RemoveTool: %v, want ErrNotFound", err)
+	}
+	if names := e.toolNames(t); len(names) != 1 || names[0] != "stays" {
+		t.Fatalf("Tools() after RemoveTool = %v, want [stays]", names)
+	}
+	if err := e.cat.RemoveTool(e.ctx, "gone.soon"); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("RemoveTool of a removed tool: %v, want ErrNotFound", err)
+	}
+	if err := e.cat.RemoveTool(e.ctx, "never"); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("RemoveTool of an unknown tool: %v, want ErrNotFound", err)
+	}
+	e.publish(t, tool("gone.soon"))
+	sameTool(t, "republished after RemoveTool", e.tool(t, "gone.soon"), tool("gone.soon"))
 }
 
 func (s *suite) catalogSorted(t *testing.T, e *env) {
@@ -1258,9 +1284,9 @@ func (s *suite) catalogKindsDistinct(t *testing.T, e *env) {
 }
 
 func (s *suite) catalogExpiry(t *testing.T, e *env) {
-	ttl := s.opts.ToolTTL
+	ttl := s.opts.ToolRetention
 	if ttl <= 0 {
-		t.Skip("statetest.Options.ToolTTL not set")
+		t.Skip("statetest.Options.ToolRetention not set")
 	}
 	published := time.Now()
 	e.publish(t, tool("stale"))

@@ -138,21 +138,9 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 	if err := c.check(cmd, pos); err != nil {
 		return err
 	}
-	explicitLevel := os.Getenv("MCPQ_LOG_LEVEL") != ""
-	fs.Visit(func(f *flag.Flag) { explicitLevel = explicitLevel || f.Name == "log-level" })
-	if !explicitLevel {
-		c.opts.LogLevel = "warn" // the connection's progress is noise here
-	}
-	c.log = c.opts.Logger("api-tasks")
-	if (c.opts.Broker == "nats" || c.opts.Broker == "") && c.opts.NATSURL == "" {
-		c.opts.NATSURL = "nats://127.0.0.1:4250" // the all-in-one api's --nats-listen default
-	}
-
-	cctx, cancel := context.WithTimeout(ctx, c.timeout)
-	b, err := c.opts.Connect(cctx, "api-tasks", c.log)
-	cancel()
+	b, err := c.connect(ctx, fs, "api-tasks")
 	if err != nil {
-		return fmt.Errorf("cannot use the %s backend (%s) within %s: %w", c.opts.Broker, c.backendURL(), c.timeout, err)
+		return err
 	}
 	defer b.Close()
 	switch cmd {
@@ -165,6 +153,26 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 	default:
 		return c.purge(ctx, b)
 	}
+}
+
+// connect connects the backend the parsed flags of fs name.
+func (c *tasksCLI) connect(ctx context.Context, fs *flag.FlagSet, name string) (*backend.Backend, error) {
+	explicitLevel := os.Getenv("MCPQ_LOG_LEVEL") != ""
+	fs.Visit(func(f *flag.Flag) { explicitLevel = explicitLevel || f.Name == "log-level" })
+	if !explicitLevel {
+		c.opts.LogLevel = "warn" // the connection's progress is noise here
+	}
+	c.log = c.opts.Logger(name)
+	if (c.opts.Broker == "nats" || c.opts.Broker == "") && c.opts.NATSURL == "" {
+		c.opts.NATSURL = "nats://127.0.0.1:4250" // the all-in-one api's --nats-listen default
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	b, err := c.opts.Connect(cctx, name, c.log)
+	if err != nil {
+		return nil, fmt.Errorf("cannot use the %s backend (%s) within %s: %w", c.opts.Broker, c.backendURL(), c.timeout, err)
+	}
+	return b, nil
 }
 
 func (c *tasksCLI) backendURL() string {

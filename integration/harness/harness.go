@@ -31,6 +31,8 @@ type Bins struct {
 	Worker      string
 	Conformance string
 	NATSServer  string
+	// ExternalWorker is examples/external-worker, built in its own module.
+	ExternalWorker string
 }
 
 var (
@@ -57,17 +59,24 @@ func Build(t testing.TB) *Bins {
 		}
 		b := &Bins{Dir: dir,
 			API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
-			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server")}
+			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server"),
+			ExternalWorker: filepath.Join(dir, "external-worker")}
 		for out, pkg := range map[string]string{
 			b.API: "./cmd/api", b.Worker: "./cmd/worker", b.Conformance: "./examples/conformance",
-			b.NATSServer: "github.com/nats-io/nats-server/v2",
+			b.NATSServer: "github.com/nats-io/nats-server/v2", b.ExternalWorker: "examples/external-worker",
 		} {
 			args := []string{"build", "-o", out}
 			if os.Getenv("MCPQ_RACE_BINARIES") == "1" {
 				args = append(args, "-race")
 			}
+			dir := RepoRoot()
+			if strings.HasPrefix(pkg, "examples/external-worker") {
+				// Its own module: built from its directory, as its
+				// author would.
+				dir, pkg = filepath.Join(dir, pkg), "."
+			}
 			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = RepoRoot()
+			cmd.Dir = dir
 			if msg, err := cmd.CombinedOutput(); err != nil {
 				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
 				return
@@ -269,7 +278,7 @@ func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 }
 
 // dropRedisKeys deletes the keys a system with this prefix made: its own
-// ("<prefix>:…") and its Asynq queue's ("asynq:{<prefix>}:…").
+// ("<prefix>:…") and its tools' Asynq queues' ("asynq:{<prefix>.tool.…}:…").
 func dropRedisKeys(t testing.TB, url, prefix string) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -279,7 +288,7 @@ func dropRedisKeys(t testing.TB, url, prefix string) {
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*"} {
+	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + ".*"} {
 		iter := rdb.Scan(ctx, 0, pattern, 500).Iterator()
 		var keys []string
 		for iter.Next(ctx) {
@@ -289,7 +298,12 @@ func dropRedisKeys(t testing.TB, url, prefix string) {
 			_ = rdb.Del(ctx, keys...).Err()
 		}
 	}
-	_ = rdb.SRem(ctx, "asynq:queues", prefix).Err()
+	queues, _ := rdb.SMembers(ctx, "asynq:queues").Result()
+	for _, q := range queues {
+		if strings.HasPrefix(q, prefix+".") {
+			_ = rdb.SRem(ctx, "asynq:queues", q).Err()
+		}
+	}
 }
 
 // API starts the api on be and waits until /healthz answers.

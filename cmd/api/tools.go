@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+const toolsUsage = `usage: api tools <command> [flags] [names]
+
+The tool catalog, on the backend api runs on (the same flags and
+environment as api tasks). An entry outlives its workers for
+--tool-retention, so a pool scaled to zero keeps its tools callable.
+
+commands:
+  list          every entry: name, whether a worker serves it now, until
+                when, task support; --json prints one entry per line
+  rm NAME...    remove entries (prompt/<name> for a prompt): the tool is no
+                longer listed and calls get "Unknown tool", until a worker
+                publishes it again
+
+Exit status: 0 done, 1 a name not found or a backend error, 2 a usage error.
+`
+
+// toolsMain runs `api tools args…` and returns the exit status.
+func toolsMain(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := runTools(ctx, args, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "api tools: %s\n(api tools -h for help)\n", err)
+		return 2
+	case errors.Is(err, errReported):
+		return 1
+	default:
+		fmt.Fprintf(stderr, "api tools: %s\n", err)
+		return 1
+	}
+}
+
+func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, toolsUsage)
+		if len(args) == 0 {
+			return usageError("no command given")
+		}
+		return flag.ErrHelp
+	}
+	cmd, args := args[0], args[1:]
+	c := &tasksCLI{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("api tools "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	c.opts.Flags(fs)
+	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "how long to wait for the backend to answer the connection")
+	switch cmd {
+	case "list":
+		fs.BoolVar(&c.asJSON, "json", false, "print each entry as one line of JSON instead of a table")
+	case "rm":
+	default:
+		return usageError(fmt.Sprintf("unknown command %q (list, rm)", cmd))
+	}
+	names, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "usage: api tools %s [flags]%s\n\nflags:\n", cmd, map[string]string{"rm": " NAME..."}[cmd])
+		fs.SetOutput(stderr)
+		fs.PrintDefaults()
+		return err
+	}
+	switch {
+	case err != nil:
+		return usageError(err.Error())
+	case cmd == "rm" && len(names) == 0:
+		return usageError("rm needs the names of the entries to remove")
+	case cmd == "list" && len(names) > 0:
+		return usageError(fmt.Sprintf("list takes no names, got %q", names))
+	}
+	b, err := c.connect(ctx, fs, "api-tools")
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if cmd == "list" {
+		return listTools(ctx, b, c.asJSON, stdout)
+	}
+	missing := false
+	for _, n := range names {
+		switch err := b.Catalog.RemoveTool(ctx, n); {
+		case errors.Is(err, taskstate.ErrNotFound):
+			fmt.Fprintf(stdout, "%s\tnot found\n", n)
+			missing = true
+		case err != nil:
+			return err
+		default:
+			fmt.Fprintf(stdout, "%s\tremoved\n", n)
+		}
+	}
+	if missing {
+		return errReported
+	}
+	return nil
+}
+
+func listTools(ctx context.Context, b *backend.Backend, asJSON bool, stdout io.Writer) error {
+	tools, err := b.Catalog.Tools(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, t := range tools {
+			if err := enc.Encode(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tLIVE\tLIVE UNTIL\tTASKS")
+	for _, t := range tools {
+		live, until := "no", "-"
+		if t.Live(now) {
+			live = "yes"
+		}
+		if !t.LiveUntil.IsZero() {
+			until = t.LiveUntil.Local().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Key(), live, until, t.TaskSupport)
+	}
+	return tw.Flush()
+}

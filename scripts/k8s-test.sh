@@ -65,5 +65,6 @@ fi
 export TEST_ASSET_KUBE_APISERVER="$cache/kube-apiserver"
 TEST_ASSET_ETCD="$(command -v etcd)"
 export TEST_ASSET_ETCD
+export MCPQ_REQUIRE_K8S=1 # TestServerSideDryRun fails rather than skips without them
 cd deploy/helm/test
 go test -count=1 -timeout 20m "$@" ./...

@@ -1,4 +1,4 @@
-// Package wiring turns flags and environment into connected seam
+// Package backend turns flags and environment into connected seam
 // implementations. It is the one place besides tests that names them; cmd/api,
 // cmd/worker and the example workers call it.
 package backend

@@ -206,8 +206,8 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 
 // lease and attempts are a tool's own settings, else the worker's.
 func (w *Worker) lease(e *entry) time.Duration { return cmp.Or(e.lease, w.cfg.Lease) }
-func (w *Worker) attempts(e *entry) int      { return cmp.Or(e.maxAttempts, w.cfg.MaxAttempts) }
-func (w *Worker) maxDeliveries(e *entry) int { return 10 * w.attempts(e) }
+func (w *Worker) attempts(e *entry) int        { return cmp.Or(e.maxAttempts, w.cfg.MaxAttempts) }
+func (w *Worker) maxDeliveries(e *entry) int   { return 10 * w.attempts(e) }
 
 func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	if w.catalog == nil {

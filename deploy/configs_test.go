@@ -1,49 +1,33 @@
 package deploy_test
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"maps"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/nats-io/nats-server/v2/server"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/mcpqueue/mcpqueue/internal/binflags"
 )
-
-// flagInfo is one flag of a binary, as its -h output shows it.
-type flagInfo struct {
-	name, typ string // typ "" for a boolean
-	envBool   bool   // read from its environment variable as "=1"
-}
-
-// binary is a built command: its flags by name and by environment variable.
-type binary struct {
-	flags map[string]flagInfo
-	byEnv map[string]flagInfo
-	image []byte // the executable, for variables read without a flag
-}
 
 var (
 	binsOnce sync.Once
-	bins     map[string]*binary
+	bins     map[string]*binflags.Binary
 	binsErr  error
 )
 
 // builtBinaries builds ./cmd/api and ./cmd/worker once and reads their -h.
-func builtBinaries(t *testing.T) map[string]*binary {
+func builtBinaries(t *testing.T) map[string]*binflags.Binary {
 	t.Helper()
 	binsOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "mcpq-deploy-")
@@ -51,83 +35,13 @@ func builtBinaries(t *testing.T) map[string]*binary {
 			binsErr = err
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/api", "./cmd/worker")
-		cmd.Dir = repoRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binsErr = fmt.Errorf("go build: %v\n%s", err, out)
-			return
-		}
-		bins = map[string]*binary{}
-		for _, name := range []string{"api", "worker"} {
-			if bins[name], binsErr = readBinary(filepath.Join(dir, name)); binsErr != nil {
-				return
-			}
-		}
-		_ = os.RemoveAll(dir)
+		defer os.RemoveAll(dir)
+		bins, binsErr = binflags.Build(repoRoot(t), dir, "./cmd/api", "./cmd/worker")
 	})
 	if binsErr != nil {
 		t.Fatal(binsErr)
 	}
 	return bins
-}
-
-var (
-	flagHead = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
-	envName  = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*)(=1)?`)
-)
-
-func readBinary(path string) (*binary, error) {
-	var help bytes.Buffer
-	cmd := exec.Command(path, "-h")
-	cmd.Stdout, cmd.Stderr = &help, &help
-	cmd.Env = []string{} // defaults, not the test's environment
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("%s -h: %v\n%s", path, err, help.String())
-	}
-	b := &binary{flags: map[string]flagInfo{}, byEnv: map[string]flagInfo{}}
-	var cur *flagInfo
-	sc := bufio.NewScanner(&help)
-	for sc.Scan() {
-		if m := flagHead.FindStringSubmatch(sc.Text()); m != nil {
-			cur = &flagInfo{name: m[1], typ: m[2]}
-			b.flags[cur.name] = *cur
-			continue
-		}
-		if cur != nil {
-			for _, m := range envName.FindAllStringSubmatch(sc.Text(), -1) {
-				cur.envBool = m[2] != ""
-				b.flags[cur.name] = *cur
-				b.byEnv[m[1]] = *cur
-			}
-		}
-	}
-	if len(b.flags) == 0 {
-		return nil, fmt.Errorf("%s -h lists no flags:\n%s", path, help.String())
-	}
-	var err error
-	b.image, err = os.ReadFile(path)
-	return b, err
-}
-
-// valueError says why v is no value for flag f ("" if it is one).
-func (f flagInfo) valueError(v string) string {
-	var err error
-	switch {
-	case f.envBool:
-		if v != "1" && v != "" {
-			return "is read as on only when it is 1"
-		}
-	case f.typ == "int":
-		_, err = strconv.Atoi(v)
-	case f.typ == "duration":
-		_, err = time.ParseDuration(v)
-	case f.typ == "float":
-		_, err = strconv.ParseFloat(v, 64)
-	}
-	if err != nil {
-		return "is no " + f.typ + " (the binary would silently use its default)"
-	}
-	return ""
 }
 
 // Every variable and flag the compose file hands api and worker is one the
@@ -147,20 +61,20 @@ func TestComposeBinaryFlags(t *testing.T) {
 			continue
 		}
 		for k, v := range s.Environment {
-			f, ok := bin.byEnv[k]
+			f, ok := bin.ByEnv[k]
 			switch {
 			case ok && v != nil:
-				if why := f.valueError(*v); why != "" {
-					t.Errorf("%s: %s=%q (flag --%s of %s) %s", s.Name, k, *v, f.name, s.Build.Target, why)
+				if why := f.ValueError(*v); why != "" {
+					t.Errorf("%s: %s=%q (flag --%s of %s) %s", s.Name, k, *v, f.Name, s.Build.Target, why)
 				}
-			case !ok && !bytes.Contains(bin.image, []byte(k)):
+			case !bin.ReadsEnv(k):
 				key := fmt.Sprintf("the %s binary reads no environment variable %s (no flag names it in -h, no code reads it)", s.Build.Target, k)
 				unknown[key] = append(unknown[key], s.Name)
 			}
 		}
 		for _, arg := range s.Command {
 			name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
-			if strings.HasPrefix(arg, "-") && bin.flags[name].name == "" {
+			if strings.HasPrefix(arg, "-") && bin.Flags[name].Name == "" {
 				key := fmt.Sprintf("the %s binary has no flag --%s", s.Build.Target, name)
 				unknown[key] = append(unknown[key], s.Name)
 			}

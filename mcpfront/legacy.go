@@ -327,6 +327,8 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
 		if errors.Is(err, context.DeadlineExceeded) {
 			out.fail(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", p.Name, s.cfg.SyncTimeout)))
+		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
+			out.fail(e)
 		}
 		return
 	}
@@ -426,8 +428,11 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 	case "tasks/result":
 		out := &replier{w: w, id: c.req.ID}
 		final, err := s.streamTask(ctx, r, out, t.ID, streamOpts{related: true, statusNotes: true})
-		if err != nil {
-			return // the client went away; the task goes on
+		if err != nil { // the client went away, or the server is going: the task goes on
+			if e := shutdownError(ctx, "the task goes on: ask for its result again"); e != nil {
+				out.fail(e)
+			}
+			return
 		}
 		s.replyOutcome(out, final, relatedTaskMeta(t.ID))
 	}

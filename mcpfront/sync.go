@@ -60,6 +60,8 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
 		if errors.Is(err, context.DeadlineExceeded) {
 			out.fail(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
+		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
+			out.fail(e)
 		}
 		return
 	}
@@ -96,6 +98,22 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 
 // notifyDrain bounds the wait for a finished call's last notifications.
 const notifyDrain = 2 * time.Second
+
+// ErrShuttingDown, as the cause of a request context's cancellation
+// (context.WithCancelCause on http.Server.BaseContext), tells a request still
+// waiting for a task — an inline call, a 2025-11-25 tasks/result stream —
+// that the server is going away: it answers with a JSON-RPC error saying so
+// (shutdownError) instead of leaving the connection to be cut.
+var ErrShuttingDown = errors.New("mcpfront: server shutting down")
+
+// shutdownError is the answer of a request ended by ErrShuttingDown, or nil
+// when ctx ended for another reason.
+func shutdownError(ctx context.Context, what string) *rpcError {
+	if !errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		return nil
+	}
+	return errorf(codeInternal, http.StatusOK, "the server is shutting down; "+what)
+}
 
 // storedError turns a failed record's error into the reply error; an MCP
 // capability error keeps its HTTP 400.

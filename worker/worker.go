@@ -39,8 +39,9 @@ type Options struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Grace       time.Duration
-	// Admin is where a worker process serves /healthz, /readyz and
-	// /metrics ("": nowhere).
+	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
+	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
+	// public listener for the api).
 	Admin string
 	// Tools narrows the worker to these of the tools it registers (names;
 	// "prompt/<name>" for a prompt); none: all of them. A pool of workers
@@ -57,7 +58,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&w.Lease, "lease", backend.EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
 	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
-	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "worker process: address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (env MCPQ_ADMIN)")
+	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
 	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
 		w.Tools = backend.SplitList(v)
 		return nil

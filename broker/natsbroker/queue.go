@@ -102,7 +102,9 @@ func (c *Config) withDefaults() Config {
 	return out
 }
 
-func (c *Config) names() Names { return Names{Stream: c.Stream, Subject: c.Subject, BusPrefix: c.BusPrefix} }
+func (c *Config) names() Names {
+	return Names{Stream: c.Stream, Subject: c.Subject, BusPrefix: c.BusPrefix}
+}
 
 // Queue is the JetStream implementation of broker.Queue.
 type Queue struct {

@@ -63,6 +63,7 @@ type config struct {
 	asynqmon         bool
 	asynqmonReadOnly bool
 	console          consoleFlags
+	lifecycle        lifecycle
 
 	publicURL        string
 	authJWKSURL      string
@@ -95,7 +96,8 @@ func main() {
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
 	c.console.flags(fs)
-	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz and /metrics (env MCPQ_LISTEN)")
+	c.lifecycle.flags(fs)
+	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
 	fs.StringVar(&c.natsSync, "nats-sync", os.Getenv("MCPQ_NATS_SYNC"), "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always } (env MCPQ_NATS_SYNC)")
@@ -366,7 +368,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		Logger:         log,
 		Telemetry:      tel,
 	})
-	mux := backend.AdminMux(reg, b.Checks()...) // /healthz, /readyz, /metrics
+	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks()) // /healthz, /readyz, /metrics: lifecycle.go
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root
@@ -398,29 +400,12 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		log.Info().Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Msg("asynqmon mounted")
 	}
 
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", c.listen, err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
-	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api listening")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	log.Info().Msg("shutting down")
-	sctx, scancel := context.WithTimeout(context.Background(), c.worker.Grace+5*time.Second)
-	defer scancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn().Err(err).Msg("http shutdown")
-	}
+	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
+	err = c.lifecycle.serve(ctx, srv, c.listen, c.worker.Admin, admin, log)
 	wg.Wait()
-	return nil
+	return err
 }
 
 // catalogRoutes lists the routes (catalog keys) of every tool and prompt in

@@ -450,4 +450,3 @@ func (h *watchHub) deliver(id string, t *taskstate.Task) {
 		}
 	}
 }
-

@@ -24,11 +24,11 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		s, err := natskv.New(ctx, js, &natskv.Config{
-			TaskBucket: name + "_tasks",
-			ToolBucket: name + "_tools",
-			ToolRetention:    toolTTL,
-			SessionTTL: sessionTTL,
-			Memory:     memory,
+			TaskBucket:    name + "_tasks",
+			ToolBucket:    name + "_tools",
+			ToolRetention: toolTTL,
+			SessionTTL:    sessionTTL,
+			Memory:        memory,
 		})
 		if err != nil {
 			t.Fatalf("natskv.New: %v", err)

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/mcpfront"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+)
+
+// lifecycle is how the api starts serving and how it stops, for a process
+// behind a load balancer or a Kubernetes Service:
+//
+//   - --admin (the worker's flag, shared) serves /healthz, /readyz and
+//     /metrics on a listener of its own; /metrics then leaves the public
+//     --listen port, which keeps /healthz and /readyz for load balancers.
+//   - On SIGTERM/SIGINT /readyz turns 503 at once ("shutting down") while
+//     everything else is still served, so the balancer (or the endpoints
+//     controller) stops sending before the listener closes. After
+//     --shutdown-delay the public server drains: no new connections,
+//     subscriptions/listen streams end with their result, in-flight requests
+//     (inline calls waiting for a worker, tasks/result streams) get up to
+//     --shutdown-timeout to finish. Those still waiting then end with a
+//     JSON-RPC error saying the server is shutting down (mcpfront.ErrShuttingDown)
+//     rather than a cut connection.
+type lifecycle struct {
+	delay, timeout time.Duration
+	draining       atomic.Bool
+}
+
+func (l *lifecycle) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&l.delay, "shutdown-delay", backend.EnvDuration("MCPQ_SHUTDOWN_DELAY", 5*time.Second), "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile) (env MCPQ_SHUTDOWN_DELAY)")
+	fs.DurationVar(&l.timeout, "shutdown-timeout", backend.EnvDuration("MCPQ_SHUTDOWN_TIMEOUT", 20*time.Second), "api: after --shutdown-delay, how long in-flight requests get to finish; those still waiting then get a shutting-down error (env MCPQ_SHUTDOWN_TIMEOUT)")
+}
+
+// check fails once shutdown has begun, turning /readyz 503.
+func (l *lifecycle) check() telemetry.Check {
+	return telemetry.Check{Name: "shutdown", Fn: func(context.Context) error {
+		if l.draining.Load() {
+			return errors.New("shutting down")
+		}
+		return nil
+	}}
+}
+
+// muxes returns the mux of the public listener and, when admin is set, the
+// handler of the admin listener. Without admin the public mux serves
+// /healthz, /readyz and /metrics itself, as before.
+func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telemetry.Check) (public *http.ServeMux, adminH http.Handler) {
+	checks = append(checks, l.check())
+	if admin == "" {
+		return backend.AdminMux(reg, checks...), nil
+	}
+	adm := backend.AdminMux(reg, checks...)
+	public = http.NewServeMux()
+	public.Handle("/healthz", adm)
+	public.Handle("/readyz", adm)
+	return public, adm
+}
+
+// serve runs srv on listen (and adminH on admin, when set) until ctx ends,
+// then shuts down as the type comment says. It returns once srv has
+// stopped, or the first serve error.
+func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin string, adminH http.Handler, log zerolog.Logger) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", listen, err)
+	}
+	errc := make(chan error, 2)
+	if adminH != nil {
+		aln, err := net.Listen("tcp", admin)
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("--admin %s: %w", admin, err)
+		}
+		asrv := &http.Server{Handler: adminH, ReadHeaderTimeout: 10 * time.Second}
+		defer func() { _ = asrv.Close() }() // liveness answers until the very end
+		go func() { errc <- asrv.Serve(aln) }()
+		log.Info().Str("url", "http://"+aln.Addr().String()).Msg("admin listening (/healthz, /readyz, /metrics)")
+	}
+	base, endRequests := context.WithCancelCause(context.Background())
+	defer endRequests(nil)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info().Str("url", "http://"+ln.Addr().String()+"/mcp").Msg("api listening")
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	l.draining.Store(true)
+	log.Info().Dur("delay", l.delay).Msg("shutting down: /readyz answers 503; the listener closes after the delay")
+	select {
+	case <-time.After(l.delay):
+	case err := <-errc:
+		return err
+	}
+	log.Info().Dur("timeout", l.timeout).Msg("draining in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), l.timeout)
+	defer cancel()
+	err = srv.Shutdown(sctx)
+	if err == nil {
+		return nil
+	}
+	// Past the bound: the requests still waiting answer that the server is
+	// shutting down, and get a moment to write it.
+	log.Warn().Err(err).Msg("requests still in flight after --shutdown-timeout; ending them")
+	endRequests(mcpfront.ErrShuttingDown)
+	fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer fcancel()
+	if err := srv.Shutdown(fctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}

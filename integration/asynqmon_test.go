@@ -40,12 +40,13 @@ func TestAsynqmonShowsQueues(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &queues); err != nil {
 			return false, "undecodable queue list: " + body
 		}
+		want := s.prefix + ".tool.wait" // asynqbroker.QueueName: the tool's own queue
 		for _, q := range queues.Queues {
-			if q.Queue == s.prefix && q.Active >= 1 {
+			if q.Queue == want && q.Active >= 1 {
 				return true, ""
 			}
 		}
-		return false, "queue " + s.prefix + " with an active job not listed: " + body
+		return false, "queue " + want + " with an active job not listed: " + body
 	})
 }
 

@@ -22,7 +22,19 @@ type cliRun struct {
 // tasksCLI runs `api tasks args…` against s's backend and prefix.
 func (s *system) tasksCLI(t *testing.T, args ...string) cliRun {
 	t.Helper()
-	argv := append([]string{"tasks"}, args...)
+	return s.apiCLI(t, "tasks", args...)
+}
+
+// toolsCLI runs `api tools args…` against s's backend and prefix.
+func (s *system) toolsCLI(t *testing.T, args ...string) cliRun {
+	t.Helper()
+	return s.apiCLI(t, "tools", args...)
+}
+
+// apiCLI runs `api sub args…` against s's backend and prefix.
+func (s *system) apiCLI(t *testing.T, sub string, args ...string) cliRun {
+	t.Helper()
+	argv := append([]string{sub}, args...)
 	argv = append(append(argv, s.be.Args...), "--prefix", s.prefix)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -38,9 +50,9 @@ func (s *system) tasksCLI(t *testing.T, args ...string) cliRun {
 	case err != nil:
 		t.Fatalf("api %s: %v", strings.Join(argv, " "), err)
 	}
-	t.Logf("api tasks %s → %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	t.Logf("api %s %s → %d\n%s%s", sub, strings.Join(args, " "), r.code, r.stdout, r.stderr)
 	if strings.Contains(r.stderr, "WARNING: DATA RACE") {
-		t.Errorf("api tasks %s reported a data race", strings.Join(args, " "))
+		t.Errorf("api %s %s reported a data race", sub, strings.Join(args, " "))
 	}
 	return r
 }
@@ -164,5 +176,50 @@ func TestTasksCLI(t *testing.T) {
 		if recs := jsonLines(t, r.stdout); len(recs) != 0 {
 			t.Fatalf("after purge --all: %v", recs)
 		}
+	})
+}
+
+// toolLive reads `api tools list`: whether tool is listed and live.
+func toolLive(r cliRun, tool string) (listed, live bool) {
+	for _, line := range strings.Split(r.stdout, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == tool {
+			return true, f[1] == "yes"
+		}
+	}
+	return false, false
+}
+
+// TestToolsCLI: api tools lists the catalog with whether a worker serves
+// each tool; rm removes an entry, so calls of it get the unknown-tool error
+// until a worker publishes it again; bad usage is exit status 2.
+func TestToolsCLI(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		w := s.worker(t, "worker")
+		run := s.toolsCLI(t, "list")
+		run.want(t, 0, "NAME", "wait")
+		if listed, live := toolLive(run, "wait"); !listed || !live {
+			t.Fatalf("wait listed %v, live %v; want a live entry", listed, live)
+		}
+		if err := w.Stop(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s.toolsCLI(t, "rm", "wait", "nope").want(t, 1, "wait\tremoved", "nope\tnot found")
+		if listed, _ := toolLive(s.toolsCLI(t, "list"), "wait"); listed {
+			t.Fatal("wait still listed after api tools rm")
+		}
+		c := harness.NewClient(s.mcpURL, true)
+		_, err := c.CallTool(context.Background(), "wait", map[string]any{"ms": 1})
+		var rpc *harness.RPCError
+		if !errors.As(err, &rpc) || !strings.Contains(rpc.Message, "Unknown tool: wait") {
+			t.Fatalf("tools/call of a removed tool: %v, want Unknown tool", err)
+		}
+		s.toolsCLI(t, "rm").want(t, 2, "rm needs the names")
+		s.toolsCLI(t, "frobnicate").want(t, 2, `unknown command "frobnicate"`)
+		s.worker(t, "worker-again")
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			_, live := toolLive(s.toolsCLI(t, "list"), "wait")
+			return live, "wait not live again after a worker started"
+		})
 	})
 }

@@ -127,18 +127,18 @@ func TestMetrics(t *testing.T) {
 		}
 		queued := c.StartTask(t, "slow_compute", map[string]any{"seconds": 0, "label": "queued"})
 		queued2 := c.StartTask(t, "slow_compute", map[string]any{"seconds": 0, "label": "queued"})
-		greeting := c.StartTask(t, "greet", map[string]any{"name": "queued"})
+		other := c.StartTask(t, "failing_job", nil)
 		wantMetrics(t, api, map[string]float64{
 			`mcpq_queue_depth`: 3, `mcpq_tasks_created_total{tool="slow_compute"}`: 3,
 			`mcpq_queue_pending{tool="slow_compute"}`: 2, `mcpq_queue_inflight{tool="slow_compute"}`: 0,
-			`mcpq_queue_pending{tool="greet"}`: 1, `mcpq_queue_inflight{tool="greet"}`: 0,
+			`mcpq_queue_pending{tool="failing_job"}`: 1, `mcpq_queue_inflight{tool="failing_job"}`: 0,
 		})
 		admin2 := fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))
 		s.conformanceWorker(t, "worker-2", "--admin", strings.TrimPrefix(admin2, "http://"))
-		for _, id := range []string{queued, queued2, greeting} {
+		for _, id := range []string{queued, queued2, other} {
 			c.WaitStatus(t, id, 30*time.Second, "completed")
 		}
-		wantMetrics(t, api, map[string]float64{`mcpq_queue_depth`: 0, `mcpq_queue_pending{tool="slow_compute"}`: 0, `mcpq_queue_pending{tool="greet"}`: 0})
+		wantMetrics(t, api, map[string]float64{`mcpq_queue_depth`: 0, `mcpq_queue_pending{tool="slow_compute"}`: 0, `mcpq_queue_pending{tool="failing_job"}`: 0})
 		wantMetrics(t, admin2, map[string]float64{
 			`mcpq_tasks_finished_total{status="completed",tool="slow_compute"}`: 2,
 			`mcpq_task_pickup_seconds_count{tool="slow_compute"}`:               2,

@@ -1,0 +1,29 @@
+package worker_test
+
+import (
+	"context"
+	"strings"
+
+	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/worker"
+)
+
+type CountArgs struct {
+	Text string `json:"text" jsonschema:"the text to count the words of"`
+}
+
+type Count struct {
+	Words int `json:"words"`
+}
+
+// The whole main of a worker binary: it takes the flags and environment of
+// cmd/worker (--nats, --broker, --prefix, --concurrency, --tools, …) and
+// serves word_count until SIGINT or SIGTERM.
+func ExampleMain() {
+	worker.Main("word-count", func(mux *consumer.Mux) {
+		consumer.Handle(mux, consumer.Tool{Name: "word_count", Description: "Counts the words of a text."},
+			func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
+				return Count{Words: len(strings.Fields(c.Args.Text))}, nil
+			})
+	})
+}

@@ -76,20 +76,23 @@ func tasksMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c := &tasksCLI{stdout: stdout, stderr: stderr}
-	err := c.run(ctx, args)
+	return exitStatus("api tasks", c.run(ctx, args), stderr)
+}
+
+// exitStatus reports err of an operator command named cmd and returns the
+// exit status: 0 done (or help), 2 a usage error, 1 anything else.
+func exitStatus(cmd string, err error, stderr io.Writer) int {
 	var ue usageError
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "api tasks: %s\n(api tasks -h for help)\n", err)
+		fmt.Fprintf(stderr, "%s: %s\n(%s -h for help)\n", cmd, err, cmd)
 		return 2
 	case errors.Is(err, errReported):
 		return 1
 	default:
-		fmt.Fprintf(stderr, "api tasks: %s\n", err)
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, err)
 		return 1
 	}
 }

@@ -37,20 +37,7 @@ Exit status: 0 done, 1 a name not found or a backend error, 2 a usage error.
 func toolsMain(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := runTools(ctx, args, stdout, stderr)
-	var ue usageError
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "api tools: %s\n(api tools -h for help)\n", err)
-		return 2
-	case errors.Is(err, errReported):
-		return 1
-	default:
-		fmt.Fprintf(stderr, "api tools: %s\n", err)
-		return 1
-	}
+	return exitStatus("api tools", runTools(ctx, args, stdout, stderr), stderr)
 }
 
 func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {

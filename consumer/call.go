@@ -42,7 +42,11 @@ type callState struct {
 	// task over (set once the run holds the lease).
 	lost func(error)
 
+	// The tool's input settings for this run.
+	parkAfter, inputTimeout time.Duration
+
 	mu      sync.Mutex
+	parked  bool            // the run ended by parking the task
 	rec     *taskstate.Task // the newest version of the record this run has seen
 	mode    taskstate.Mode
 	seq     int                        // input keys handed out in this run

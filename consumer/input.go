@@ -194,31 +194,53 @@ func (c *callState) askTask(ctx context.Context, keys []string, reqs []InputRequ
 	}
 	c.Logger().Info().Strs("keys", keys).Msg("waiting for client input")
 
-	wctx, cancel := context.WithTimeoutCause(ctx, c.w.cfg.InputTimeout, ErrInputTimeout)
-	defer cancel()
 	started := time.Now()
+	deadline := started.Add(c.inputTimeout)
+	wctx, cancel := context.WithDeadlineCause(ctx, deadline, ErrInputTimeout)
+	defer cancel()
+	// A task parks after parkAfter without answers (never in a sync call,
+	// whose client waits on the line, nor when the input timeout comes
+	// first).
+	var parkAt <-chan time.Time
+	if c.parkAfter > 0 && c.parkAfter < c.inputTimeout {
+		t := time.NewTimer(c.parkAfter)
+		defer t.Stop()
+		parkAt = t.C
+	}
 	updates, err := c.w.store.Watch(wctx, c.taskID)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: watching for input: %w", err)
 	}
-	for t := range updates {
-		c.saw(t)
-		if out, ok := answered(t, keys); ok {
-			c.w.cfg.Telemetry.InputWaited(c.tool, time.Since(started))
-			c.Logger().Info().Dur("waited", time.Since(started)).Msg("client input received")
-			return out, refused(out)
+	for {
+		select {
+		case t, ok := <-updates:
+			if !ok {
+				if cause := context.Cause(wctx); errors.Is(cause, ErrInputTimeout) && ctx.Err() == nil {
+					return nil, fmt.Errorf("%w: no answer within %s", ErrInputTimeout, c.inputTimeout)
+				}
+				if ctx.Err() != nil {
+					return nil, context.Cause(ctx)
+				}
+				return nil, fmt.Errorf("consumer: task ended while waiting for input")
+			}
+			c.saw(t)
+			if out, ok := answered(t, keys); ok {
+				c.w.cfg.Telemetry.InputWaited(c.tool, time.Since(started))
+				c.Logger().Info().Dur("waited", time.Since(started)).Msg("client input received")
+				return out, refused(out)
+			}
+			if t.Status.Terminal() {
+				return nil, fmt.Errorf("consumer: task ended while waiting for input")
+			}
+		case <-parkAt:
+			out, err := c.park(ctx, keys, deadline)
+			if out != nil {
+				c.w.cfg.Telemetry.InputWaited(c.tool, time.Since(started))
+				return out, refused(out) // answered just before the park
+			}
+			return nil, err
 		}
-		if t.Status.Terminal() {
-			break
-		}
 	}
-	if cause := context.Cause(wctx); errors.Is(cause, ErrInputTimeout) && ctx.Err() == nil {
-		return nil, fmt.Errorf("%w: no answer within %s", ErrInputTimeout, c.w.cfg.InputTimeout)
-	}
-	if ctx.Err() != nil {
-		return nil, context.Cause(ctx)
-	}
-	return nil, fmt.Errorf("consumer: task ended while waiting for input")
 }
 
 // refused turns a client's error answer (a 2025-11-25 client may answer a

@@ -53,8 +53,19 @@ type Tool struct {
 	// different tools then keep their own.
 	Lease time.Duration
 	// MaxAttempts bounds how often a task of this tool runs (crashes, lost
-	// leases) before it fails. Zero uses Config.MaxAttempts.
+	// leases) before it fails. Zero uses Config.MaxAttempts. Runs that end
+	// by parking (below) do not count.
 	MaxAttempts int
+	// ParkAfter is how long a task's run waits for its client's answers
+	// before it parks: the run ends, its worker slot is free, and the task
+	// waits (input_required) with no run until the last answer arrives;
+	// then the handler runs again from the top, on any worker, and Ask
+	// returns the stored answers without asking again. Zero uses
+	// Config.ParkAfter; negative never parks (the run keeps its slot).
+	ParkAfter time.Duration
+	// InputTimeout bounds how long a task waits for its client's answers,
+	// parked or not; then it fails saying so. Zero uses Config.InputTimeout.
+	InputTimeout time.Duration
 }
 
 // Mux routes jobs to handlers by tool name.
@@ -66,8 +77,8 @@ type entry struct {
 	info    taskstate.ToolInfo
 	timeout time.Duration
 	// The tool's own settings (Tool); zero takes the worker's.
-	maxConcurrency, maxAttempts int
-	lease                       time.Duration
+	maxConcurrency, maxAttempts    int
+	lease, parkAfter, inputTimeout time.Duration
 	// run decodes the arguments, calls the handler and encodes its result.
 	run func(ctx context.Context, cs *callState) (json.RawMessage, error)
 }
@@ -92,8 +103,8 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 	if t.TaskSupport == "" {
 		t.TaskSupport = TaskOptional
 	}
-	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 {
-		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts or Timeout", t.Name))
+	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 || t.InputTimeout < 0 {
+		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts, Timeout or InputTimeout", t.Name))
 	}
 	in := t.InputSchema
 	if in == nil {
@@ -115,6 +126,7 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		},
 		timeout:        t.Timeout,
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
+		parkAfter: t.ParkAfter, inputTimeout: t.InputTimeout,
 		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
 			call := &Call[In]{callState: cs}
 			if len(cs.args) > 0 && string(cs.args) != "null" {

@@ -33,9 +33,19 @@ type Config struct {
 	// Timeout bounds a handler whose Tool sets none. Default 10m.
 	Timeout time.Duration
 	// InputTimeout bounds how long a task waits for the client to answer its
-	// input requests; Ask then returns ErrInputTimeout, which fails the task
-	// unless the handler recovers. Default 30m.
+	// input requests, parked or not, for tools that set none; Ask then
+	// returns ErrInputTimeout, which fails the task unless the handler
+	// recovers (a parked task is failed by the api's reaper). Default 30m.
 	InputTimeout time.Duration
+	// ParkAfter is how long a run waits for its client's answers before it
+	// parks, for tools that set none (Tool.ParkAfter). Default 3s;
+	// negative never parks.
+	ParkAfter time.Duration
+	// MaxWaitingInput bounds the tasks one principal may have parked
+	// waiting for input; a task that would park past it fails with an
+	// error saying so (tasks without an owner are not counted). Default
+	// 100; negative: no bound.
+	MaxWaitingInput int
 	// ShutdownGrace is how long Run waits for running handlers after its ctx
 	// ends before cancelling them and returning their jobs. Default 25s.
 	ShutdownGrace time.Duration
@@ -90,6 +100,12 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 	if c.InputTimeout <= 0 {
 		c.InputTimeout = 30 * time.Minute
 	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = 3 * time.Second
+	}
+	if c.MaxWaitingInput == 0 {
+		c.MaxWaitingInput = 100
+	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 25 * time.Second
 	}
@@ -118,6 +134,7 @@ var (
 	errTimeout       = errors.New("consumer: tool timed out")
 	errExhausted     = errors.New("consumer: attempts exhausted")
 	errLeaseHeld     = errors.New("consumer: another worker holds the task's lease")
+	errWaiting       = errors.New("consumer: the task is parked, waiting for client input")
 )
 
 // Run publishes mux's tools, pulls jobs with Concurrency slots and runs them
@@ -204,7 +221,12 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	return nil
 }
 
-// lease and attempts are a tool's own settings, else the worker's.
+// lease, attempts, parkAfter and inputTimeout are a tool's own settings,
+// else the worker's.
+func (w *Worker) parkAfter(e *entry) time.Duration { return cmp.Or(e.parkAfter, w.cfg.ParkAfter) }
+func (w *Worker) inputTimeout(e *entry) time.Duration {
+	return cmp.Or(e.inputTimeout, w.cfg.InputTimeout)
+}
 func (w *Worker) lease(e *entry) time.Duration { return cmp.Or(e.lease, w.cfg.Lease) }
 func (w *Worker) attempts(e *entry) int        { return cmp.Or(e.maxAttempts, w.cfg.MaxAttempts) }
 func (w *Worker) maxDeliveries(e *entry) int   { return 10 * w.attempts(e) }
@@ -326,6 +348,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	cs := &callState{
 		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner,
 		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec,
+		parkAfter: w.parkAfter(e), inputTimeout: w.inputTimeout(e),
 	}
 	if cs.mode == "" {
 		cs.mode = taskstate.ModeTask
@@ -344,7 +367,10 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			held = l
 			return errLeaseHeld
 		}
-		if t.Attempt >= attempts {
+		if t.Parked != nil {
+			return errWaiting
+		}
+		if t.Runs() >= attempts {
 			return errExhausted
 		}
 		t.Attempt++
@@ -360,6 +386,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
 		w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 		_ = d.Term(io, msg)
+		return
+	case errors.Is(err, errWaiting):
+		// A stale job of a parked task: the last answer publishes a new one.
+		log.Debug().Msg("task is parked waiting for client input; dropping the job")
+		_ = d.Ack(io)
 		return
 	case errors.Is(err, errLeaseHeld):
 		wait := held.Expires.Sub(w.cfg.Now()) + lease/10
@@ -422,6 +453,13 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	case errors.Is(cause, errTimeout):
 		herr = &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
 		res = nil
+	case cs.isParked():
+		// The task waits for its client with no run: whatever the handler
+		// returned after Ask said so is not an outcome. The last answer
+		// publishes the job again.
+		log.Info().Dur("took", took).Msg("parked: waiting for client input without a worker slot")
+		_ = d.Ack(io)
+		return
 	}
 
 	var rpcErr *taskstate.RPCError
@@ -478,6 +516,7 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, 
 		}
 		t.Lease = nil
 		t.InputRequests = nil
+		t.Parked = nil
 		if rpcErr != nil {
 			t.Status = taskstate.Failed
 			t.Error = rpcErr
@@ -528,12 +567,15 @@ func (w *Worker) keepLease(io, hctx context.Context, d broker.Delivery, cs *call
 					log.Warn().Err(err).Msg("lease extension failed")
 				}
 				t, err := cs.mutate(io, func(t *taskstate.Task) error {
+					if t.Parked != nil {
+						return taskstate.ErrSkip // the run parked: it holds no lease
+					}
 					t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(lease).UTC()}
 					return nil
 				})
 				switch {
-				case errors.Is(err, ErrFenced):
-					return // mutate ended the handler
+				case errors.Is(err, ErrFenced), errors.Is(err, taskstate.ErrSkip):
+					return // mutate ended the handler, or the run parked
 				case errors.Is(err, taskstate.ErrInvalidChange) && t.Status == taskstate.Cancelled:
 					// Cancelled, and the broadcast did not reach this
 					// worker (or not yet): the record says so all the same.

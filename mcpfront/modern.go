@@ -548,7 +548,9 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 			return invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err))
 		}
 	}
-	_, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
+	resume := false
+	t, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
+		resume = false
 		n := 0
 		for k, v := range responses {
 			if _, ok := t.InputRequests[k]; !ok {
@@ -566,12 +568,24 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 		}
 		if len(t.InputRequests) == 0 && t.Status == taskstate.InputRequired {
 			t.Status = taskstate.Working
+			if t.Parked != nil {
+				// The task waited with no run: this write resumes it
+				// (one writer wins), under a fresh dedupe key.
+				t.Parked = nil
+				t.Requeues++
+				resume = true
+			}
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
 		s.log.Error().Err(err).Str("task", t.ID).Msg("storing input responses")
 		return errorf(codeInternal, http.StatusInternalServerError, "internal error: storing input responses")
+	}
+	if resume && err == nil {
+		// The answers are stored: a failed publish is the reaper's to
+		// repeat, not the client's to resend.
+		_ = s.prod.Resume(ctx, t)
 	}
 	return nil
 }

@@ -205,6 +205,21 @@ func (p *Producer) start(ctx context.Context, job *broker.Job) error {
 	}
 }
 
+// Resume publishes the job of t, a task whose last input answer just
+// arrived while it was parked (the caller cleared Parked and bumped
+// Requeues in the same write, so the job's dedupe key is new and two
+// replicas never both resume it). A publish that fails is left to the
+// reaper: the record is working and unheld, so its job is republished
+// after PublishGrace.
+func (p *Producer) Resume(ctx context.Context, t *taskstate.Task) error {
+	if err := p.start(ctx, JobFor(t)); err != nil {
+		p.cfg.Logger.Warn().Err(err).Str("task", t.ID).Msg("resuming a parked task: job publish failed; the reaper republishes it")
+		return fmt.Errorf("producer: resume %s: %w", t.ID, err)
+	}
+	p.cfg.Logger.Info().Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Int("requeues", t.Requeues).Msg("client input complete; parked task resumed")
+	return nil
+}
+
 // JobFor is the job that runs t; after a requeue it carries the requeue's
 // dedupe key (Task.JobKey).
 func JobFor(t *taskstate.Task) *broker.Job {
@@ -235,6 +250,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		t.StatusMessage = reason
 		t.InputRequests = nil
 		t.Lease = nil
+		t.Parked = nil
 		return nil
 	})
 	if err != nil {

@@ -134,6 +134,16 @@ func (p *Producer) ReapOnce(ctx context.Context, cfg *ReaperConfig) (ReapStats, 
 			case reapRequeued:
 				st.Requeued++
 			}
+		case t.Parked != nil:
+			// Waits for its client with no run and no job: nothing to
+			// republish, only its input deadline to keep.
+			if now.After(t.Parked.Until) {
+				done, err := p.failParked(ctx, t)
+				note(err)
+				if done {
+					st.Failed++
+				}
+			}
 		case t.Lease == nil && now.Sub(t.LastUpdatedAt) > c.PublishGrace:
 			done, err := p.republishLost(ctx, t)
 			note(err)
@@ -169,7 +179,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 			return errNothingToDo
 		}
 		t.Lease = nil
-		if max := cmp.Or(t.MaxAttempts, c.MaxAttempts); t.Attempt >= max {
+		if max := cmp.Or(t.MaxAttempts, c.MaxAttempts); t.Runs() >= max {
 			failed = true
 			msg := fmt.Sprintf("gave up after %d attempts: worker %s stopped renewing its lease (expired %s)",
 				t.Attempt, lost.Worker, lost.Expires.UTC().Format(time.RFC3339))
@@ -235,4 +245,31 @@ func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (boo
 	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Int("requeues", t.Requeues).
 		Dur("idle", p.cfg.Now().Sub(seen.LastUpdatedAt)).Msg("no worker took the task and the queue lost its job; republished")
 	return true, p.exec.Start(ctx, JobFor(t))
+}
+
+// failParked fails a parked task whose input deadline passed.
+func (p *Producer) failParked(ctx context.Context, seen *taskstate.Task) (bool, error) {
+	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+		if t.Parked == nil || !p.cfg.Now().After(t.Parked.Until) {
+			return errNothingToDo // answered meanwhile
+		}
+		waited := t.Parked.Until.Sub(t.Parked.Since).Round(time.Second)
+		msg := fmt.Sprintf("timed out waiting for client input: no answer to its input requests by %s (the input timeout, --input-timeout); it waited %s parked",
+			t.Parked.Until.UTC().Format(time.RFC3339), waited)
+		t.Status = taskstate.Failed
+		t.StatusMessage = msg
+		t.Error = &taskstate.RPCError{Code: -32603, Message: msg}
+		t.InputRequests = nil
+		t.Parked = nil
+		return nil
+	})
+	if movedOn(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
+	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Msg("parked task timed out waiting for client input; failed")
+	return true, nil
 }

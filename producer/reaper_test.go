@@ -2,6 +2,7 @@ package producer_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,41 @@ func TestReapLapsedLeases(t *testing.T) {
 		// Nothing more to do: the requeued job waits in the queue.
 		if st := e.reap(t, cfg); st.Requeued+st.Failed != 0 {
 			t.Fatalf("second pass acted again: %+v", st)
+		}
+	})
+}
+
+// A parked task (waiting for its client with no run) is never republished,
+// however long it waits, until its input deadline; then it fails saying it
+// timed out waiting for input. A parked task whose answers come is the
+// api's to resume, not the reaper's.
+func TestReapParked(t *testing.T) {
+	t.Parallel()
+	reapBackends(t, func(t *testing.T, e *reapEnv) {
+		old := time.Now().Add(-time.Hour).UTC()
+		waiting := e.record(t, func(tk *taskstate.Task) {
+			tk.Status, tk.Attempt, tk.Parks = taskstate.InputRequired, 1, 1
+			tk.InputRequests = map[string]json.RawMessage{"confirm-1": json.RawMessage(`{"method":"elicitation/create","params":{}}`)}
+			tk.Parked = &taskstate.Parked{Since: old, Until: time.Now().Add(time.Hour).UTC()}
+			tk.LastUpdatedAt = old
+		})
+		overdue := e.record(t, func(tk *taskstate.Task) {
+			tk.Status, tk.Attempt, tk.Parks = taskstate.InputRequired, 1, 1
+			tk.InputRequests = map[string]json.RawMessage{"confirm-1": json.RawMessage(`{"method":"elicitation/create","params":{}}`)}
+			tk.Parked = &taskstate.Parked{Since: old, Until: old.Add(30 * time.Minute)}
+			tk.LastUpdatedAt = old
+		})
+		st := e.reap(t, &producer.ReaperConfig{PublishGrace: time.Nanosecond})
+		if st.Requeued != 0 || st.Failed != 1 {
+			t.Fatalf("pass %+v, want nothing requeued and the overdue task failed", st)
+		}
+		if got := get(t, e.store, waiting.ID); got.Revision != waiting.Revision {
+			t.Fatalf("a parked task within its deadline was touched: %+v", got)
+		}
+		got := get(t, e.store, overdue.ID)
+		if got.Status != taskstate.Failed || got.Parked != nil || len(got.InputRequests) != 0 ||
+			!strings.Contains(got.StatusMessage, "timed out waiting for client input") || !strings.Contains(got.StatusMessage, "--input-timeout") {
+			t.Fatalf("overdue parked task: %s %q", got.Status, got.StatusMessage)
 		}
 	})
 }

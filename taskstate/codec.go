@@ -50,6 +50,13 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 		w.b = append(w.b, '}')
 	}
 	w.num(`,"requeues":`, int64(t.Requeues), true)
+	if p := t.Parked; p != nil {
+		w.time(`,"parked":{"since":`, p.Since)
+		w.time(`,"until":`, p.Until)
+		w.b = append(w.b, '}')
+	}
+	w.num(`,"parks":`, int64(t.Parks), true)
+	w.raw(`,"checkpoint":`, t.Checkpoint)
 	w.rawMap(`,"meta":`, t.Meta)
 	return append(w.b, '}'), w.ok
 }
@@ -373,6 +380,22 @@ func (d *recordReader) field(key []byte, t *Task) bool {
 		return d.smallInt(&t.MaxAttempts)
 	case "requeues":
 		return d.smallInt(&t.Requeues)
+	case "parks":
+		return d.smallInt(&t.Parks)
+	case "checkpoint":
+		return d.raw(&t.Checkpoint)
+	case "parked":
+		p := &Parked{}
+		t.Parked = p
+		return d.members(func(k []byte) bool {
+			switch string(k) {
+			case "since":
+				return d.time(&p.Since)
+			case "until":
+				return d.time(&p.Until)
+			}
+			return false
+		})
 	case "arguments":
 		return d.raw(&t.Arguments)
 	case "result":

@@ -114,10 +114,21 @@ type Task struct {
 	// attempt (0: the reaper's own setting).
 	MaxAttempts int    `json:"maxAttempts,omitempty"`
 	Lease       *Lease `json:"lease,omitempty"`
-	// Requeues counts how often the reaper put the task's job back on the
-	// queue (its worker was lost, or its job never reached the queue). The
-	// n-th requeue publishes with dedupe key JobKey.
+	// Requeues counts how often the task's job went back on the queue: the
+	// reaper's (its worker was lost, or its job never reached the queue)
+	// and resumes of a parked task. The n-th publishes with dedupe key
+	// JobKey.
 	Requeues int `json:"requeues,omitempty"`
+	// Parked is set while the task waits for answers to its input requests
+	// with no run holding it: the run that asked gave its worker slot back
+	// (consumer: "park and resume"). The last answer clears it and
+	// publishes the job again.
+	Parked *Parked `json:"parked,omitempty"`
+	// Parks counts the runs that ended by parking; they are not attempts
+	// (Attempt counts every take, so runs stay fenced from each other).
+	Parks int `json:"parks,omitempty"`
+	// Checkpoint is state a handler keeps across its runs (Call.Checkpoint).
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// Meta carries request context the worker may need (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
 
@@ -125,6 +136,17 @@ type Task struct {
 	// Update succeeds only if it still matches the stored revision.
 	Revision uint64 `json:"-"`
 }
+
+// Parked says since when a task waits for its client's answers without a
+// run, and until when it may (then it fails: the input timeout).
+type Parked struct {
+	Since time.Time `json:"since"`
+	Until time.Time `json:"until"`
+}
+
+// Runs is how many runs of the task counted as attempts: takes that did
+// not end by parking.
+func (t *Task) Runs() int { return t.Attempt - t.Parks }
 
 // JobKey is the dedupe key of the task's newest job: the task id for the
 // job the producer published, id/r<n> for the reaper's n-th requeue, so a
@@ -157,6 +179,10 @@ func (t *Task) Clone() *Task {
 	if t.Lease != nil {
 		l := *t.Lease
 		c.Lease = &l
+	}
+	if t.Parked != nil {
+		p := *t.Parked
+		c.Parked = &p
 	}
 	if t.Error != nil {
 		e := *t.Error

@@ -39,6 +39,9 @@ type Options struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Grace       time.Duration
+	// ParkAfter, InputTimeout and MaxWaitingInput: see consumer.Config.
+	ParkAfter, InputTimeout time.Duration
+	MaxWaitingInput         int
 	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
 	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
 	// public listener for the api).
@@ -58,6 +61,9 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&w.Lease, "lease", backend.EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
 	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
 	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
+	fs.DurationVar(&w.ParkAfter, "park-after", backend.EnvDuration("MCPQ_PARK_AFTER", 3*time.Second), "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park (env MCPQ_PARK_AFTER)")
+	fs.DurationVar(&w.InputTimeout, "input-timeout", backend.EnvDuration("MCPQ_INPUT_TIMEOUT", 30*time.Minute), "how long a task waits for its client's answers, parked or not, before it fails saying so (env MCPQ_INPUT_TIMEOUT)")
+	fs.IntVar(&w.MaxWaitingInput, "max-waiting-input", backend.EnvInt("MCPQ_MAX_WAITING_INPUT", 100), "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound (env MCPQ_MAX_WAITING_INPUT)")
 	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
 	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
 		w.Tools = backend.SplitList(v)
@@ -73,8 +79,9 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 		Lease:         w.Lease,
 		MaxAttempts:   w.MaxAttempts,
 		ShutdownGrace: w.Grace,
-		Logger:        log,
-		Telemetry:     w.Telemetry,
+		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
+		Logger:    log,
+		Telemetry: w.Telemetry,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -86,5 +87,28 @@ func TestConsoleTenantAdmins(t *testing.T) {
 	}
 	if code := f.do(t, "GET", "/console/api/tasks/"+tk.ID, "tenant-a/admin", &e); code != 200 {
 		t.Fatalf("the real admin, detail: %d (%s), want 200", code, e.Error)
+	}
+}
+
+// A parked task (waiting for its client with no run) shows since when.
+func TestConsoleShowsParked(t *testing.T) {
+	f := newFixture(t, console.Config{})
+	tk := f.task(t, "ask", taskstate.InputRequired, 0)
+	since := time.Date(2026, 7, 28, 12, 0, 1, 0, time.UTC)
+	if _, err := taskstate.Mutate(t.Context(), f.store, tk.ID, time.Now, func(x *taskstate.Task) error {
+		x.Parked = &taskstate.Parked{Since: since, Until: since.Add(time.Hour)}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ans struct {
+		Tasks []struct {
+			ID          string     `json:"id"`
+			ParkedSince *time.Time `json:"parkedSince"`
+		} `json:"tasks"`
+	}
+	if code := f.do(t, "GET", "/console/api/tasks?status=input_required", "", &ans); code != 200 || len(ans.Tasks) != 1 ||
+		ans.Tasks[0].ParkedSince == nil || !ans.Tasks[0].ParkedSince.Equal(since) {
+		t.Fatalf("list: %d %+v, want the task parked since %s", code, ans, since)
 	}
 }

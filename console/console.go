@@ -178,9 +178,12 @@ type row struct {
 	StatusMessage string           `json:"statusMessage,omitempty"`
 	Attempt       int              `json:"attempt"`
 	Worker        string           `json:"worker,omitempty"`
-	CreatedAt     time.Time        `json:"createdAt"`
-	LastUpdatedAt time.Time        `json:"lastUpdatedAt"`
-	Revision      uint64           `json:"revision"`
+	// ParkedSince is when the task began waiting for its client with no
+	// run (consumer: park and resume).
+	ParkedSince   *time.Time `json:"parkedSince,omitempty"`
+	CreatedAt     time.Time  `json:"createdAt"`
+	LastUpdatedAt time.Time  `json:"lastUpdatedAt"`
+	Revision      uint64     `json:"revision"`
 }
 
 func rowOf(t *taskstate.Task) row {
@@ -188,6 +191,10 @@ func rowOf(t *taskstate.Task) row {
 		Attempt: t.Attempt, CreatedAt: t.CreatedAt, LastUpdatedAt: t.LastUpdatedAt, Revision: t.Revision}
 	if t.Lease != nil {
 		r.Worker = t.Lease.Worker
+	}
+	if t.Parked != nil {
+		since := t.Parked.Since
+		r.ParkedSince = &since
 	}
 	return r
 }

@@ -36,6 +36,8 @@ function el(tag, attrs, ...children) {
 }
 
 function badge(status) { return el("span", { class: "badge s-" + status }, status); }
+// waiting says how long a parked task has waited for its client's answers.
+function waiting(r) { return r.parkedSince ? "waiting for input " + dur(Date.now() - Date.parse(r.parkedSince)) : ""; }
 function isActive(status) { return status === "working" || status === "input_required"; }
 function clock(iso) { return iso ? new Date(iso).toISOString().slice(11, 23) : "—"; }
 function dur(ms) { return ms == null ? "—" : (ms / 1000).toFixed(3) + " s"; }
@@ -126,7 +128,7 @@ function rowElement(r) {
     el("td", {}, el("code", {}, r.id.slice(0, 10) + "…")),
     el("td", { class: "status" }, badge(r.status)),
     el("td", {}, r.attempt),
-    el("td", {}, r.worker || ""),
+    el("td", {}, r.worker || waiting(r)),
     el("td", { class: "msg", title: r.statusMessage || "" }, r.statusMessage || ""),
     el("td", {}, isActive(r.status) ? el("button", { class: "cancel", type: "button", "data-id": r.id }, "cancel") : ""));
   if (r.id === state.selected) tr.classList.add("sel");
@@ -173,6 +175,7 @@ async function showDetail(id) {
     el("dt", {}, "message"), el("dd", {}, t.statusMessage || "—"),
     el("dt", {}, "attempts"), el("dd", {}, String(t.attempt || 0)),
     el("dt", {}, "lease"), el("dd", {}, t.lease ? `${t.lease.worker} until ${clock(t.lease.expires)}` : "—"),
+    el("dt", {}, "parked"), el("dd", {}, t.parked ? `since ${clock(t.parked.since)} (${waiting({ parkedSince: t.parked.since })}), fails at ${clock(t.parked.until)}` : "—"),
     el("dt", {}, "created"), el("dd", {}, clock(tm.createdAt)),
     el("dt", {}, "picked up"), el("dd", {}, tm.pickedUpAt ? `${clock(tm.pickedUpAt)} (queued ${dur(tm.queuedMs)})` : t.attempt ? "not seen" : "—"),
     el("dt", {}, "finished"), el("dd", {}, tm.finishedAt ? `${clock(tm.finishedAt)} (ran ${dur(tm.runningMs)})` : "—"),

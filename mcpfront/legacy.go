@@ -99,12 +99,12 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		s.setLevel(ctx, w, c)
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
 		if !c.tasks() {
-			writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+req.Method+" (tasks need protocol version "+version20251125+")"))
+			writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)+" (tasks need protocol version "+version20251125+")"))
 			return
 		}
 		s.legacyTasks(ctx, w, r, c)
 	default:
-		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+req.Method))
+		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)))
 	}
 }
 

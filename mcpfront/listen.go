@@ -194,7 +194,7 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 	// is missed; each watch starts with the task's current record.
 	updates, missing, err := s.watchAll(ctx, ids)
 	if errors.Is(err, taskstate.ErrNotFound) { // it expired meanwhile
-		writeError(w, c.req.ID, invalidParams("Task not found: "+missing))
+		writeError(w, c.req.ID, invalidParams("Task not found: "+clip(missing)))
 		return
 	}
 	if err != nil {

@@ -91,7 +91,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 	case "subscriptions/listen":
 		s.subscriptionsListen(ctx, w, r, c)
 	default:
-		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+req.Method))
+		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+clip(req.Method)))
 	}
 }
 
@@ -388,7 +388,7 @@ func (s *Server) awaiting(tool *taskstate.ToolInfo) string {
 func (s *Server) lookupTool(ctx context.Context, name string) (*taskstate.ToolInfo, *rpcError) {
 	tool, err := s.catalog.Tool(ctx, name)
 	if errors.Is(err, taskstate.ErrNotFound) {
-		return nil, invalidParams("Unknown tool: " + name)
+		return nil, invalidParams("Unknown tool: " + clip(name))
 	}
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading the tool catalog")
@@ -471,7 +471,7 @@ func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*task
 			Msg("task access denied: the task belongs to another principal")
 	}
 	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != owner {
-		return nil, invalidParams("Task not found: " + id)
+		return nil, invalidParams("Task not found: " + clip(id))
 	}
 	if err != nil {
 		s.log.Error().Err(err).Str("task", id).Msg("reading task")

@@ -47,7 +47,7 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 	}
 	prompt, err := s.catalog.Tool(ctx, taskstate.CatalogKey(taskstate.KindPrompt, p.Name))
 	if errors.Is(err, taskstate.ErrNotFound) {
-		writeError(w, c.req.ID, invalidParams("Unknown prompt: "+p.Name))
+		writeError(w, c.req.ID, invalidParams("Unknown prompt: "+clip(p.Name)))
 		return
 	}
 	if err != nil {

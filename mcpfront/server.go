@@ -16,9 +16,11 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +46,14 @@ type Config struct {
 	// SyncTimeout bounds how long a call from a client without task support
 	// waits for its result. Default 2m; the task is cancelled past it.
 	SyncTimeout time.Duration
+	// BodyTimeout bounds how long a request's body may take to arrive once
+	// its headers have (a client that trickles a large body is cut off with
+	// 408). Default 30s.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds each write of a response: a JSON reply, and each
+	// event of a stream (whose keep-alives keep an idle stream writing). A
+	// client that stops reading is cut off. Default 30s.
+	WriteTimeout time.Duration
 	// MaxBody bounds a request body. Default 4 MiB. A larger body is refused
 	// with 413 (at once when its Content-Length says so).
 	MaxBody int64
@@ -151,6 +161,12 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = defaultMaxDepth
 	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.MaxArgs <= 0 {
 		c.MaxArgs = defaultMaxArgs
 	}
@@ -193,7 +209,8 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 }
 
 // ServeHTTP implements http.Handler for the MCP endpoint.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &deadlineWriter{ResponseWriter: rw, rc: http.NewResponseController(rw), d: s.cfg.WriteTimeout}
 	if err := s.checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -225,11 +242,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, tooBig())
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+	// The body gets BodyTimeout; the read deadline is lifted once it is
+	// in, so a stream or a long inline call is not cut off.
+	_ = w.rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, s.cfg.MaxBody))
+	_ = w.rc.SetReadDeadline(time.Time{})
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
 			writeError(w, nil, tooBig())
+			return
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			writeError(w, nil, errorf(codeInvalidRequest, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", s.cfg.BodyTimeout)))
 			return
 		}
 		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "reading body: "+err.Error()))
@@ -433,3 +459,43 @@ func (s *Server) validateArgs(t *taskstate.ToolInfo, args json.RawMessage) error
 func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 }
+
+// maxEcho bounds a caller's identifier (task id, tool or method name) echoed
+// in an error message: a 10 KB id is not sent back whole.
+const maxEcho = 64
+
+// clip is s as an error message echoes it: at most maxEcho bytes (cut at a
+// character boundary), then "…".
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	cut := maxEcho
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// deadlineWriter gives every write of a response WriteTimeout to complete
+// (where the connection allows deadlines), so a client that stops reading
+// cannot hold a connection and its goroutine: a reply is one write, a
+// stream one per event or keep-alive.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *deadlineWriter) Flush() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	_ = w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -56,10 +56,22 @@ func (l *lifecycle) check() telemetry.Check {
 // muxes returns the mux of the public listener and, when admin is set, the
 // handler of the admin listener. Without admin the public mux serves
 // /healthz, /readyz and /metrics itself, as before.
-func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telemetry.Check) (public *http.ServeMux, adminH http.Handler) {
+//
+// guard, when set, wraps /metrics on the public listener (authentication on:
+// a bearer token is required there, since the public port is reachable by
+// every client; the admin listener is for the operator's network only).
+func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telemetry.Check, guard func(http.Handler) http.Handler) (public *http.ServeMux, adminH http.Handler) {
 	checks = append(checks, l.check())
 	if admin == "" {
-		return backend.AdminMux(reg, checks...), nil
+		adm := backend.AdminMux(reg, checks...)
+		if guard == nil {
+			return adm, nil
+		}
+		public = http.NewServeMux()
+		public.Handle("/healthz", adm)
+		public.Handle("/readyz", adm)
+		public.Handle("/metrics", guard(adm))
+		return public, nil
 	}
 	adm := backend.AdminMux(reg, checks...)
 	public = http.NewServeMux()
@@ -71,11 +83,12 @@ func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telem
 // serve runs srv on listen (and adminH on admin, when set) until ctx ends,
 // then shuts down as the type comment says. It returns once srv has
 // stopped, or the first serve error.
-func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin string, adminH http.Handler, log zerolog.Logger) error {
+func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin string, adminH http.Handler, conns *connFlags, log zerolog.Logger) error {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", listen, err)
 	}
+	ln = limitConns(ln, conns.maxConns, conns.maxPerClient, log)
 	errc := make(chan error, 2)
 	if adminH != nil {
 		aln, err := net.Listen("tcp", admin)

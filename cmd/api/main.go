@@ -64,6 +64,7 @@ type config struct {
 	asynqmonReadOnly bool
 	console          consoleFlags
 	lifecycle        lifecycle
+	conns            connFlags
 
 	publicURL        string
 	authJWKSURL      string
@@ -97,6 +98,7 @@ func main() {
 	c.worker.Flags(fs)
 	c.console.flags(fs)
 	c.lifecycle.flags(fs)
+	c.conns.flags(fs)
 	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it (env MCPQ_LISTEN)")
 	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
 	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
@@ -364,11 +366,18 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		RateLimit:      c.rateLimit,
 		RateBurst:      c.rateBurst,
 		MaxActiveTasks: c.maxActiveTasks,
+		BodyTimeout:    c.conns.bodyTimeout,
+		WriteTimeout:   c.conns.writeTimeout,
 		Auth:           fauth,
 		Logger:         log,
 		Telemetry:      tel,
 	})
-	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks()) // /healthz, /readyz, /metrics: lifecycle.go
+	var metricsGuard func(http.Handler) http.Handler
+	if authn != nil && c.worker.Admin == "" {
+		metricsGuard = bearerOnly(authn)
+		log.Warn().Msg("/metrics is on the public port and needs a bearer token there (authentication is on); serve it to your scraper with --admin instead")
+	}
+	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if authn != nil {
 		// RFC 9728: the path-suffixed URL the challenges name, and the root
@@ -400,10 +409,14 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		log.Info().Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Msg("asynqmon mounted")
 	}
 
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Headers within 10 s (a token-less request is refused right after
+	// them); the body within --body-timeout and each write within
+	// --write-timeout (mcpfront: per request, so streams live on); idle
+	// keep-alive connections for --idle-timeout.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
 	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
 	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
-	err = c.lifecycle.serve(ctx, srv, c.listen, c.worker.Admin, admin, log)
+	err = c.lifecycle.serve(ctx, srv, c.listen, c.worker.Admin, admin, &c.conns, log)
 	wg.Wait()
 	return err
 }
@@ -421,5 +434,20 @@ func catalogRoutes(c taskstate.Catalog) func(context.Context) ([]string, error) 
 			out[i] = t.Key()
 		}
 		return out, nil
+	}
+}
+
+// bearerOnly admits a request with a valid bearer token only (401 with the
+// authenticator's challenge otherwise).
+func bearerOnly(a *auth.Authenticator) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := a.Authenticate(r); err != nil {
+				w.Header().Set("WWW-Authenticate", a.Challenge(r, err))
+				http.Error(w, "a bearer token is required for /metrics on the public port (serve it with --admin instead)", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
 	}
 }

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"flag"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/backend"
+)
+
+// connFlags bound the public listener's connections: how long a request's
+// body and an idle keep-alive connection may take, and how many connections
+// may be open, in all and from one client address.
+type connFlags struct {
+	bodyTimeout, writeTimeout, idleTimeout time.Duration
+	maxConns, maxPerClient                 int
+}
+
+func (c *connFlags) flags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", backend.EnvDuration("MCPQ_BODY_TIMEOUT", 30*time.Second), "api: how long a request body may take to arrive after its headers; a trickled body is cut off with 408 (env MCPQ_BODY_TIMEOUT)")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", backend.EnvDuration("MCPQ_WRITE_TIMEOUT", 30*time.Second), "api: how long each write of a response (a reply, one event of a stream) may take; a client that stops reading is cut off (env MCPQ_WRITE_TIMEOUT)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", backend.EnvDuration("MCPQ_IDLE_TIMEOUT", 30*time.Second), "api: how long a keep-alive connection may sit idle between requests before the server closes it (env MCPQ_IDLE_TIMEOUT)")
+	fs.IntVar(&c.maxConns, "max-conns", backend.EnvInt("MCPQ_MAX_CONNS", 8192), "api: open connections in all; more are closed at once; 0: no bound (env MCPQ_MAX_CONNS)")
+	fs.IntVar(&c.maxPerClient, "max-conns-per-client", backend.EnvInt("MCPQ_MAX_CONNS_PER_CLIENT", 512), "api: open connections from one client address; more are closed at once; 0: no bound (set 0 or raise it behind a load balancer, whose address all clients share) (env MCPQ_MAX_CONNS_PER_CLIENT)")
+}
+
+// limitListener closes connections past a total and a per-client-address
+// bound as soon as they are accepted, answering 503 first so a client
+// sees why.
+type limitListener struct {
+	net.Listener
+	total, perClient int
+	log              zerolog.Logger
+
+	mu     sync.Mutex
+	open   int
+	byAddr map[string]int
+	warned time.Time
+}
+
+func limitConns(ln net.Listener, total, perClient int, log zerolog.Logger) net.Listener {
+	if total <= 0 && perClient <= 0 {
+		return ln
+	}
+	return &limitListener{Listener: ln, total: total, perClient: perClient, log: log, byAddr: map[string]int{}}
+}
+
+const tooManyConns = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: text/plain\r\nContent-Length: 22\r\n\r\ntoo many connections\r\n"
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+		l.mu.Lock()
+		refuse := l.total > 0 && l.open >= l.total || l.perClient > 0 && l.byAddr[host] >= l.perClient
+		if !refuse {
+			l.open++
+			l.byAddr[host]++
+		}
+		warn := refuse && time.Since(l.warned) > 10*time.Second
+		if warn {
+			l.warned = time.Now()
+		}
+		open, fromHost := l.open, l.byAddr[host]
+		l.mu.Unlock()
+		if !refuse {
+			return &countedConn{Conn: c, release: func() { l.release(host) }}, nil
+		}
+		if warn {
+			l.log.Warn().Str("client", host).Int("open", open).Int("open_from_client", fromHost).
+				Int("max_conns", l.total).Int("max_conns_per_client", l.perClient).Msg("connection refused: too many open (--max-conns, --max-conns-per-client)")
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write([]byte(tooManyConns))
+		_ = c.Close()
+	}
+}
+
+func (l *limitListener) release(host string) {
+	l.mu.Lock()
+	l.open--
+	if l.byAddr[host]--; l.byAddr[host] <= 0 {
+		delete(l.byAddr, host)
+	}
+	l.mu.Unlock()
+}
+
+// countedConn gives its place back once, when closed.
+type countedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

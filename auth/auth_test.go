@@ -375,7 +375,13 @@ func TestAuthTenantClaim(t *testing.T) {
 	if want := (mcpfront.Principal{Issuer: iss.URL, Subject: "alice", Tenant: "acme"}).Owner(); resp.StatusCode != 200 || body != want {
 		t.Fatalf("tenant acme: %d %q, want owner %q", resp.StatusCode, body, want)
 	}
-	for _, bad := range []any{nil, "", 42, "acme|x", []string{"acme"}} {
+	// A tenant holding the owner key's separator is escaped, not refused:
+	// it cannot spell another principal's key.
+	resp, body = request(t, a, mint("acme|x"))
+	if want := (mcpfront.Principal{Issuer: iss.URL, Subject: "alice", Tenant: "acme|x"}).Owner(); resp.StatusCode != 200 || body != want || !strings.HasSuffix(body, "|alice|acme%7Cx") {
+		t.Fatalf("tenant acme|x: %d %q, want owner %q", resp.StatusCode, body, want)
+	}
+	for _, bad := range []any{nil, "", 42, []string{"acme"}} {
 		if resp, body := request(t, a, mint(bad)); resp.StatusCode != 401 || !strings.Contains(body, "tenant") {
 			t.Errorf("tenant %v: %d %s", bad, resp.StatusCode, body)
 		}

@@ -62,16 +62,18 @@ mkdir -p "$cache"
 work=$(mktemp -d)
 # The root filesystem may still have /proc mounted if debootstrap was stopped.
 cleanup() {
-  findmnt -rn -o TARGET | grep "^$work/" | sort -r | xargs -r umount
+  findmnt -rn -o TARGET | { grep "^$work/" || true; } | sort -r | xargs -r umount
   rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT
+
+mark=io.github.mcpqueue.built-by=scripts/images.sh # on every image, for the clean-up at the end
 
 # build TAG ARGS...: docker build, its output kept for when it fails.
 build() {
   local tag=$1 start=$SECONDS
   shift
-  if ! "$DOCKER" build --progress=plain -t "$tag" "$@" >"$work/build.log" 2>&1; then
+  if ! "$DOCKER" build --progress=plain --label "$mark" -t "$tag" "$@" >"$work/build.log" 2>&1; then
     cat "$work/build.log" >&2
     echo "images.sh: building $tag failed" >&2
     exit 1
@@ -140,6 +142,7 @@ if ! "$DOCKER" image inspect "$base" >/dev/null 2>&1; then
   if [ ! -s "$tar" ] || [ ! -s "$tar.versions" ]; then
     start=$SECONDS
     rootfs "$tar"
+    find "$cache" -maxdepth 1 -name "debian-$suite-*.tar*" ! -name "${tar##*/}*" -delete # older recipes
     echo "images.sh: Debian $suite root filesystem, cached in $tar ($((SECONDS - start))s)"
   fi
   start=$SECONDS
@@ -166,5 +169,6 @@ WORKDIR /prometheus
 ENTRYPOINT ["/usr/bin/prometheus"]
 CMD ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus"]'
 
-# Rebuilt api and worker images leave their predecessors untagged.
-"$DOCKER" image prune -f --filter "label=org.opencontainers.image.source=https://github.com/mcpqueue/mcpqueue" >/dev/null
+# Rebuilt images leave their predecessors untagged, and a new recipe an old base.
+"$DOCKER" image ls mcpqueue-offline/debian --format '{{.Repository}}:{{.Tag}}' | { grep -vx "$base" || true; } | xargs -r "$DOCKER" rmi >/dev/null
+"$DOCKER" image prune -f --filter "label=$mark" >/dev/null

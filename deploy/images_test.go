@@ -36,9 +36,9 @@ func newEngine(t *testing.T) *engine {
 	return e
 }
 
-// run runs a client command within two minutes and returns its output.
+// run runs a client command within five minutes and returns its output.
 func (e *engine) run(env []string, name string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(e.env, env...)

@@ -10,7 +10,7 @@
 #   docker build --target api    -t mcpqueue/api .
 #   docker build --target worker -t mcpqueue/worker .
 # and for the labels and --version (the context has no .git):
-#   --build-arg VERSION=$(git describe --tags --always --dirty) \
+#   --build-arg VERSION=$(git describe --tags --always --dirty)
 #   --build-arg REVISION=$(git rev-parse HEAD) --build-arg CREATED=$(git log -1 --format=%cI)
 # Without one (CI): scripts/images.sh builds the binaries on the host and then
 # these targets from them (--build-arg BINARIES=prebuilt, a prepared context).

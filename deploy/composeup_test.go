@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,11 @@ func TestComposeUp(t *testing.T) {
 				t.Fatalf("compose --profile %s up: %v\n%s", profile, err, out)
 			}
 			t.Logf("up in %s", time.Since(start).Round(time.Second))
+			// docker-compose runs exactly the services compose-go sees in the profile.
+			running := e.must("ps", "-a", "--filter", "label=com.docker.compose.project=mcpqtest"+profile, "--format", `{{.Label "com.docker.compose.service"}}`)
+			if got := slices.Sorted(slices.Values(strings.Fields(running))); !slices.Equal(got, profiles[profile].all()) {
+				t.Errorf("profile %s runs %v, want %v", profile, got, profiles[profile].all())
+			}
 
 			lb := fmt.Sprintf("http://127.0.0.1:%d", ports["MCPQ_LB_PORT"])
 			c := harness.NewClient(lb+"/mcp", true)

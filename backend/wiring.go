@@ -87,6 +87,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.RequireDurable, "require-durable", os.Getenv("MCPQ_REQUIRE_DURABLE") == "1", "refuse to start on a backend that loses tasks when it restarts: Redis without appendonly yes (or with an evicting maxmemory-policy), NATS with --nats-storage memory (env MCPQ_REQUIRE_DURABLE=1)")
 	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
 	fs.StringVar(&o.OTelExporter, "otel-exporter", otelExporterDefault(), "where trace spans go: none, stdout, or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318) (env OTEL_TRACES_EXPORTER)")
+	fs.Var(versionFlag{fs}, "version", "print the version and source revision, and exit")
 }
 
 func envOr(k, def string) string {

@@ -1,9 +1,12 @@
-// Package deploy_test checks the docker compose deployment without a Docker
+// Package deploy_test checks the docker compose deployment. Without a Docker
 // engine: docker-compose.yml is loaded, validated against the compose schema
 // and interpolated by compose-go (the library `docker compose config` is
 // built on), and then held against what a schema cannot see: the Dockerfile
 // and its targets, the flags and environment the real binaries accept, the
-// HAProxy, Prometheus and NATS configs, and Redis's durability settings.
+// HAProxy, Prometheus and NATS configs, and Redis's durability settings;
+// haproxy and promtool check their configs. With one (MCPQ_DOCKER_HOST), the
+// images scripts/images.sh built are started, alone and with the compose file
+// (images_test.go, composeup_test.go).
 package deploy_test
 
 import (

@@ -155,33 +155,48 @@ func (d *dockerfile) provides(name, file string) bool {
 	return false
 }
 
-// goBuild reads a `go build -o DIR/ PKG...` in stage s: the binaries it
-// writes, by path, and the packages.
-func goBuild(t *testing.T, s *stage) (outs, pkgs []string) {
+// scriptBuild reads the `go build -o "$out/bin/" PKG...` of
+// scripts/images.sh, which both ways of building the images run: the names
+// of the binaries it writes, the packages, and the whole command.
+func scriptBuild(t *testing.T, root string) (bins, pkgs []string, cmd string) {
 	t.Helper()
-	for _, run := range s.runs {
-		_, cmd, ok := strings.Cut(run, "go build ")
-		if !ok {
+	b, err := os.ReadFile(filepath.Join(root, "scripts", "images.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(string(b), "\\\n", " ")
+	for _, line := range strings.Split(script, "\n") {
+		before, args, ok := strings.Cut(line, " go build ")
+		if !ok || strings.HasPrefix(strings.TrimSpace(line), "#") {
 			continue
 		}
-		f := strings.Fields(cmd)
+		f := strings.Fields(args)
 		i := slices.Index(f, "-o")
-		if i < 0 || i+1 >= len(f) || !strings.HasSuffix(f[i+1], "/") {
-			t.Fatalf("Dockerfile: %q should write into a directory (-o DIR/)", run)
+		if i < 0 || i+1 >= len(f) || f[i+1] != `"$out/bin/"` {
+			t.Fatalf("scripts/images.sh: %q should write into \"$out/bin/\"", line)
 		}
 		for _, a := range f[i+2:] {
-			if strings.HasPrefix(a, "./") {
-				pkgs = append(pkgs, a)
-				outs = append(outs, path.Join(f[i+1], path.Base(a)))
+			pkgs = append(pkgs, a)
+			name := path.Base(a)
+			if regexp.MustCompile(`^v[0-9]+$`).MatchString(name) { // go build names a .../vN command after its parent
+				name = path.Base(path.Dir(a))
 			}
+			bins = append(bins, name)
 		}
+		cmd = before + " go build " + args
 	}
-	return outs, pkgs
+	if cmd == "" {
+		t.Fatal("scripts/images.sh runs no go build")
+	}
+	return bins, pkgs, cmd
 }
 
-// The Dockerfile builds the binaries from packages that exist, with the Go
-// of go.mod, statically, and the api and worker targets run them as a
-// non-root user with what their health checks need.
+// The registry build (the build stage) and the offline one (scripts/images.sh
+// with BINARIES=prebuilt) put the same tree in the bin stage: the build stage
+// runs the script with the Go of go.mod, the prebuilt stage copies what the
+// script wrote. The script builds static binaries of commands that exist, and
+// the targets run them as a numeric non-root user, copying only from bin.
+// (CI builds and runs the offline images: deploy/images_test.go.)
 func TestDockerfile(t *testing.T) {
 	root := repoRoot(t)
 	d := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
@@ -190,22 +205,15 @@ func TestDockerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	goVersion := regexp.MustCompile(`(?m)^go (\S+)`).FindSubmatch(mod)
-	build := d.byName["build"]
-	if build == nil || goVersion == nil {
-		t.Fatalf("no build stage (stages %v) or no go directive in go.mod", d.names())
+	build, prebuilt, bin := d.byName["build"], d.byName["prebuilt"], d.byName["bin"]
+	if build == nil || prebuilt == nil || bin == nil || goVersion == nil {
+		t.Fatalf("want stages build, prebuilt and bin (stages %v) and a go directive in go.mod", d.names())
 	}
 	if want := "golang:" + string(goVersion[1]); build.from != want {
 		t.Errorf("build stage is FROM %s; go.mod says go %s (want %s)", build.from, goVersion[1], want)
 	}
 	if !slices.Contains(build.env, "CGO_ENABLED=0") {
-		t.Error("build stage does not set CGO_ENABLED=0: the binaries would need a libc the distroless image lacks")
-	}
-	outs, pkgs := goBuild(t, build)
-	for _, pkg := range pkgs {
-		src, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
-		if err != nil || !bytes.Contains(src, []byte("\nfunc main()")) {
-			t.Errorf("Dockerfile builds %s, which is not a command of this module (%v)", pkg, err)
-		}
+		t.Error("build stage does not set CGO_ENABLED=0: the binaries would need a libc the scratch image lacks")
 	}
 	for _, c := range build.copies {
 		for _, src := range c.srcs {
@@ -214,43 +222,70 @@ func TestDockerfile(t *testing.T) {
 			}
 		}
 	}
+	var out string
+	for _, run := range build.runs {
+		if m := regexp.MustCompile(`scripts/images\.sh binaries (\S+)$`).FindStringSubmatch(run); m != nil {
+			out = m[1]
+		}
+	}
+	if out == "" {
+		t.Fatalf("build stage does not run scripts/images.sh binaries DIR (runs %q)", build.runs)
+	}
+	if len(prebuilt.copies) != 1 || prebuilt.copies[0].from != "" || prebuilt.copies[0].dst != out+"/" {
+		t.Errorf("prebuilt stage should copy the prepared context's out/ to %s/, as the build stage writes it; copies %+v", out, prebuilt.copies)
+	}
+	if bin.from != "build" || len(bin.copies)+len(bin.runs) != 0 {
+		t.Errorf("bin stage is FROM %s with instructions; want an alias of build (or prebuilt, by BINARIES)", bin.from)
+	}
 
-	for _, target := range []string{"api", "worker"} {
+	bins, pkgs, cmd := scriptBuild(t, root)
+	if !strings.Contains(cmd, "CGO_ENABLED=0 ") || !strings.Contains(cmd, "-trimpath") {
+		t.Errorf("scripts/images.sh builds with %q; want CGO_ENABLED=0 and -trimpath", cmd)
+	}
+	var local []string // the module's own packages, for .dockerignore
+	for _, pkg := range pkgs {
+		if !strings.HasPrefix(pkg, "./") {
+			continue
+		}
+		local = append(local, pkg)
+		src, err := os.ReadFile(filepath.Join(root, pkg, "main.go"))
+		if err != nil || !bytes.Contains(src, []byte("\nfunc main()")) {
+			t.Errorf("scripts/images.sh builds %s, which is not a command of this module (%v)", pkg, err)
+		}
+	}
+
+	for target, program := range map[string]string{"api": "api", "worker": "worker", "nats": "nats-server"} {
 		s := d.byName[target]
 		if s == nil {
 			t.Errorf("no %s stage", target)
 			continue
 		}
-		if u := s.user; u == "" || u == "root" || strings.HasPrefix(u, "0") || strings.HasPrefix(u, "root:") {
-			t.Errorf("%s stage runs as %q; want a non-root user", target, u)
+		if !regexp.MustCompile(`^[1-9][0-9]*:[1-9][0-9]*$`).MatchString(s.user) {
+			t.Errorf("%s stage runs as %q; want a numeric non-root uid:gid (Kubernetes' runAsNonRoot checks the number)", target, s.user)
 		}
-		if want := "/usr/local/bin/" + target; s.entrypoint != want || !d.provides(target, want) {
-			t.Errorf("%s stage: entrypoint %q, want %s copied into the stage (so `%s …` runs in docker compose exec)", target, s.entrypoint, want, target)
+		if want := "/usr/local/bin/" + program; s.entrypoint != want || !d.provides(target, want) {
+			t.Errorf("%s stage: entrypoint %q, want %s copied into the stage (so `%s …` runs in docker compose exec)", target, s.entrypoint, want, program)
 		}
 		for _, st := range d.chain(target) {
 			for _, c := range st.copies {
-				from := d.byName[c.from]
-				switch {
-				case c.from == "":
-					t.Errorf("%s stage copies %v from the build context; only build products belong in it", target, c.srcs)
-				case from == nil:
-					t.Errorf("%s stage copies from %q, which is no stage", target, c.from)
-				case from == build:
-					for _, src := range c.srcs {
-						if !slices.Contains(outs, src) {
-							t.Errorf("%s stage copies %s, which the go build (%v) does not write", target, src, outs)
-						}
+				if c.from != "bin" {
+					t.Errorf("%s stage copies %v from %q; only the bin stage's tree belongs in it", target, c.srcs, c.from)
+					continue
+				}
+				for _, src := range c.srcs {
+					if name, ok := strings.CutPrefix(src, out+"/bin/"); ok && !slices.Contains(bins, name) {
+						t.Errorf("%s stage copies %s, which scripts/images.sh does not build (it builds %v)", target, src, bins)
 					}
 				}
 			}
 		}
 	}
-	checkDockerignore(t, root, pkgs)
+	checkDockerignore(t, root, local, "scripts/images.sh")
 }
 
 // checkDockerignore fails if .dockerignore drops a file the build needs:
-// go.mod, go.sum or a directory of a package the binaries are built from.
-func checkDockerignore(t *testing.T, root string, pkgs []string) {
+// go.mod, go.sum, files, or a directory of a package the binaries are built from.
+func checkDockerignore(t *testing.T, root string, pkgs []string, files ...string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, ".dockerignore"))
 	if err != nil {
@@ -262,7 +297,7 @@ func checkDockerignore(t *testing.T, root string, pkgs []string) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	need := []string{"go.mod", "go.sum"}
+	need := append([]string{"go.mod", "go.sum"}, files...)
 	for _, dir := range strings.Fields(string(out)) {
 		if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
 			need = append(need, filepath.ToSlash(rel))

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
 )
 
 // legacyDurable is the one consumer of every tool that versions before
@@ -43,7 +44,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		if r.MaxDeliveries > 0 {
 			rt.max = r.MaxDeliveries
 		}
-		cons, err := q.ensureConsumer(ctx, rt)
+		var cons jetstream.Consumer
+		err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
+			cons, err = q.ensureConsumer(ctx, rt)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -62,6 +67,12 @@ func (q *Queue) ensureConsumer(ctx context.Context, rt *route) (jetstream.Consum
 		MaxDeliver:    rt.max,
 		FilterSubject: q.cfg.names().ToolSubjects(rt.tool),
 		MaxAckPending: -1,
+	}
+	if cons, err := q.stream.Consumer(ctx, cfg.Durable); err == nil {
+		if have := cons.CachedInfo().Config; have.AckWait == cfg.AckWait && have.MaxDeliver == cfg.MaxDeliver &&
+			have.FilterSubject == cfg.FilterSubject && have.Description == cfg.Description {
+			return cons, nil // as configured: no replicated update for every worker that starts
+		}
 	}
 	cons, err := q.stream.CreateOrUpdateConsumer(ctx, cfg)
 	if err != nil && overlaps(err) {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,10 +123,7 @@ var (
 func NewQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Queue, error) {
 	c := cfg.withDefaults()
 	storage := jsdurable.Storage(c.Memory)
-	if err := jsdurable.CheckStorage(ctx, js, c.Stream, storage); err != nil {
-		return nil, fmt.Errorf("natsbroker: %w", err)
-	}
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	want := jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "mcpqueue jobs: one message per task, removed on ack",
 		Subjects:    []string{c.Subject + ".>"},
@@ -133,7 +131,25 @@ func NewQueue(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Queue,
 		Storage:     storage,
 		Replicas:    c.Replicas,
 		Duplicates:  c.Duplicates,
+	}
+	// Every process of a system calls this as it starts, often together:
+	// update the stream only when it differs (each update is a replicated
+	// configuration change).
+	var st jetstream.Stream
+	err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
+		if err := jsdurable.CheckStorage(ctx, js, c.Stream, storage); err != nil {
+			return err
+		}
+		st, err = js.Stream(ctx, c.Stream)
+		if err == nil && !streamMatches(st.CachedInfo().Config, want) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			st, err = js.CreateOrUpdateStream(ctx, want)
+		}
+		return err
 	})
+	var mismatch *jsdurable.StorageMismatchError
+	if errors.As(err, &mismatch) {
+		return nil, fmt.Errorf("natsbroker: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("natsbroker: stream %s: %w", c.Stream, jsdurable.ExplainReplicas(err, c.Replicas))
 	}
@@ -177,4 +193,10 @@ func (q *Queue) Holds(ctx context.Context, tool, taskID, _ string) (bool, error)
 		return false, fmt.Errorf("natsbroker: holds %s: %w", taskID, err)
 	}
 	return true, nil
+}
+
+func streamMatches(have, want jetstream.StreamConfig) bool {
+	return have.Description == want.Description && slices.Equal(have.Subjects, want.Subjects) &&
+		have.Retention == want.Retention && have.Storage == want.Storage &&
+		have.Replicas == want.Replicas && have.Duplicates == want.Duplicates
 }

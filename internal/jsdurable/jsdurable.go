@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -71,4 +72,25 @@ func ExplainReplicas(err error, replicas int) error {
 		return fmt.Errorf("%d replicas need at least %d JetStream servers in the cluster with room for the stream: %w", replicas, replicas, err)
 	}
 	return err
+}
+
+// attemptTimeout bounds one try of a stream or bucket creation (see Retry).
+const attemptTimeout = 4 * time.Second
+
+// Retry runs f until it succeeds, fails for another reason than its own
+// attempt's deadline, or ctx ends; each attempt gets attemptTimeout. Clients
+// that create the same clustered stream at the same moment (every process
+// of a deployment starting together) do not all get an answer from the
+// JetStream meta leader: some requests are never answered (seen with
+// nats-server 2.15 and three replicas) and would wait out the caller's whole
+// deadline. By the next attempt the stream exists and f finds it.
+func Retry(ctx context.Context, f func(ctx context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }

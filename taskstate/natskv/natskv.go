@@ -141,21 +141,56 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 	}
 	for _, b := range buckets {
 		b.cfg.History, b.cfg.Storage, b.cfg.Replicas = 1, storage, c.Replicas
-		if err := jsdurable.CheckStorage(ctx, js, "KV_"+b.cfg.Bucket, storage); err != nil {
-			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, err)
-		}
-		kv, err := js.CreateOrUpdateKeyValue(ctx, b.cfg)
+		var kv jetstream.KeyValue
+		err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
+			if err := jsdurable.CheckStorage(ctx, js, "KV_"+b.cfg.Bucket, storage); err != nil {
+				return err
+			}
+			kv, err = ensureBucket(ctx, js, b.cfg)
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, jsdurable.ExplainReplicas(err, c.Replicas))
-		}
-		if c.Replicas > 1 {
-			if kv, err = leaderReads(ctx, js, b.cfg.Bucket); err != nil {
-				return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, err)
-			}
 		}
 		*b.kv = kv
 	}
 	return s, nil
+}
+
+// ensureBucket binds the bucket cfg describes, creating or updating it only
+// when it is missing or differs. Every process of a system calls it as it
+// starts, often at the same moment (a deployment rolling out, a fleet
+// scaling up): an update they all make is a replicated configuration change
+// each, and on a clustered bucket CreateOrUpdateKeyValue also turns direct
+// gets back on, which leaderReads then turns off again — processes starting
+// together kept undoing each other until their connect deadline.
+func ensureBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	st, err := js.Stream(ctx, "KV_"+cfg.Bucket)
+	if err == nil && bucketMatches(st.CachedInfo().Config, cfg) {
+		if cfg.Replicas > 1 && st.CachedInfo().Config.AllowDirect {
+			return leaderReads(ctx, js, cfg.Bucket)
+		}
+		return js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Replicas > 1 {
+		return leaderReads(ctx, js, cfg.Bucket)
+	}
+	return kv, nil
+}
+
+// bucketMatches reports whether an existing bucket's stream already has
+// what cfg asks for (direct gets aside: leaderReads owns that setting).
+func bucketMatches(have jetstream.StreamConfig, want jetstream.KeyValueConfig) bool {
+	return have.Replicas == max(want.Replicas, 1) && have.Storage == want.Storage &&
+		have.MaxAge == want.TTL && have.MaxMsgsPerSubject == int64(max(want.History, 1)) &&
+		have.SubjectDeleteMarkerTTL == want.LimitMarkerTTL && have.Description == want.Description
 }
 
 // leaderReads turns direct gets off on a replicated bucket and binds it

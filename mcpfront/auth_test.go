@@ -137,11 +137,12 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 		return nc, js, q, st
 	}
 
-	// The lease is long so that no renewal writes a record during a test:
-	// "A's record is untouched" compares revisions.
+	// The lease is long and tasks never park, so that no renewal or park
+	// writes a record during a test: "A's record is untouched" compares
+	// revisions.
 	wnc, _, wq, wst := seams()
 	w := consumer.New(wq, wst, wst, natsbroker.NewBus(wnc, bcfg), &consumer.Config{
-		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker",
+		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker", ParkAfter: -1,
 	})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -210,10 +210,11 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	}
 	front := mcpfront.New(prod, fst, fst, fbus, fcfg)
 
-	// The lease is long so that no renewal writes a record during a test:
-	// "nothing changed" is checked on the whole bucket.
+	// The lease is long and tasks never park, so that no renewal or park
+	// writes a record during a test: "nothing changed" is checked on the
+	// whole bucket.
 	w := consumer.New(wq, wst, wst, natsbroker.NewBus(wnc, bcfg), &consumer.Config{
-		Concurrency: 8, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker",
+		Concurrency: 8, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
 	})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -79,7 +79,8 @@ type ConsumerOptions struct {
 	// the broker hands it to another, for tools that set none. Default 30s.
 	Lease time.Duration
 	// MaxDeliveries bounds how often a job is handed out, for tools that
-	// set none. Default 5.
+	// set none. Default 5; negative: no bound (for workers that count
+	// attempts themselves).
 	MaxDeliveries int
 	// Slots is how many goroutines call Next: the consumer never holds more
 	// undelivered-to-Next jobs than it must (see the implementations) and
@@ -95,8 +96,9 @@ type ConsumerOptions struct {
 type ToolRoute struct {
 	// Tool is the route of the jobs (Job.Route): a tool's name, or
 	// "prompt/<name>".
-	Tool          string
-	Lease         time.Duration
+	Tool  string
+	Lease time.Duration
+	// MaxDeliveries: 0 takes the consumer's; negative is no bound.
 	MaxDeliveries int
 	// MaxConcurrency bounds this consumer's deliveries of the tool that are
 	// handed out and not yet settled (a GPU tool one at a time while other
@@ -117,8 +119,8 @@ func CheckRoutes(opts ConsumerOptions) error {
 			return errors.New("broker: consumer: a tool route without a tool name")
 		case seen[r.Tool]:
 			return fmt.Errorf("broker: consumer: tool %q routed twice", r.Tool)
-		case r.Lease < 0 || r.MaxDeliveries < 0 || r.MaxConcurrency < 0:
-			return fmt.Errorf("broker: consumer: tool %q: negative lease, deliveries or concurrency", r.Tool)
+		case r.Lease < 0 || r.MaxConcurrency < 0:
+			return fmt.Errorf("broker: consumer: tool %q: negative lease or concurrency", r.Tool)
 		}
 		seen[r.Tool] = true
 	}
@@ -144,6 +146,15 @@ type Delivery interface {
 	Term(ctx context.Context, reason string) error
 	// Extend renews the lease.
 	Extend(ctx context.Context) error
+}
+
+// Deferrer is an optional ability of a Delivery: Defer returns the job to
+// the queue to be delivered again after delay without counting this
+// delivery against MaxDeliveries, for a job the worker chose not to run yet
+// (its principal holds its share of the slots) rather than one that failed.
+// A delivery without it is deferred with Retry.
+type Deferrer interface {
+	Defer(ctx context.Context, delay time.Duration) error
 }
 
 // Topic names a bus channel.

@@ -170,3 +170,51 @@ func resultTextOf(tk *taskstate.Task) string {
 	}
 	return *r.Content[0].Text
 }
+
+// One principal with many long tasks holds at most its share (half of 4
+// slots); another principal's task behind them in the queue runs at once.
+func TestPrincipalShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux := consumer.NewMux()
+	var running, most atomic.Int32
+	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		if c.Owner() == "alice" {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			defer running.Add(-1)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return consumer.TextResult("short"), nil
+	})
+	e.run(t, mux, &consumer.Config{Concurrency: 4})
+	var alice []string
+	for range 12 {
+		tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "alice", Era: taskstate.Era20260728})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice = append(alice, tk.ID)
+	}
+	for _, id := range alice[:2] {
+		e.waitFor(t, id, func(tk *taskstate.Task) bool { return tk.Attempt == 1 })
+	}
+	created := time.Now()
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "carol", Era: taskstate.Era20260728})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitFor(t, tk.ID, terminal); got.Status != taskstate.Completed || time.Since(created) > 2*time.Second {
+		t.Fatalf("carol's task behind alice's twelve: %s after %s", got.Status, time.Since(created))
+	}
+	if most.Load() != 2 {
+		t.Fatalf("alice ran %d tasks at once on 4 slots, want her share, 2", most.Load())
+	}
+	for _, id := range alice {
+		if _, err := e.prod.Cancel(context.Background(), id, "test over"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

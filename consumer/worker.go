@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"runtime/debug"
 	"sort"
@@ -41,6 +42,13 @@ type Config struct {
 	// parks, for tools that set none (Tool.ParkAfter). Default 3s;
 	// negative never parks.
 	ParkAfter time.Duration
+	// PrincipalShare is the share of Concurrency one principal (a task
+	// owner; tasks without one are not counted) may hold at once: past it
+	// the worker defers the principal's next job for a second, so the
+	// slots left go to the jobs of others behind it in the queue. Every
+	// worker of a pool applies it, so a principal holds at most that share
+	// of the pool. Default 0.5 (at least one slot); 1 or more: no share.
+	PrincipalShare float64
 	// MaxWaitingInput bounds the tasks one principal may have parked
 	// waiting for input; a task that would park past it fails with an
 	// error saying so (tasks without an owner are not counted). Default
@@ -73,6 +81,7 @@ type Worker struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
+	owners  map[string]int // jobs running here per principal
 	ready   chan struct{}
 }
 
@@ -106,6 +115,9 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 	if c.MaxWaitingInput == 0 {
 		c.MaxWaitingInput = 100
 	}
+	if c.PrincipalShare <= 0 {
+		c.PrincipalShare = 0.5
+	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 25 * time.Second
 	}
@@ -123,6 +135,7 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 		queue: q, store: store, catalog: catalog, bus: bus, cfg: c,
 		log:     c.Logger.With().Str("worker", c.ID).Logger(),
 		running: map[string]context.CancelCauseFunc{},
+		owners:  map[string]int{},
 		ready:   make(chan struct{}),
 	}
 }
@@ -229,7 +242,49 @@ func (w *Worker) inputTimeout(e *entry) time.Duration {
 }
 func (w *Worker) lease(e *entry) time.Duration { return cmp.Or(e.lease, w.cfg.Lease) }
 func (w *Worker) attempts(e *entry) int        { return cmp.Or(e.maxAttempts, w.cfg.MaxAttempts) }
-func (w *Worker) maxDeliveries(e *entry) int   { return 10 * w.attempts(e) }
+
+// maxDeliveries is unbounded: attempts are counted on the record (real
+// handler starts), and jobs deferred for fair share come back as often as
+// they must. A job that cannot even be read is dropped by the broker.
+func (w *Worker) maxDeliveries(*entry) int { return -1 }
+
+// fairDelay is how long a job over its principal's share waits before it
+// is handed out again.
+const fairDelay = time.Second
+
+// share is how many of this worker's slots one principal may hold.
+func (w *Worker) share() int {
+	if w.cfg.PrincipalShare >= 1 {
+		return w.cfg.Concurrency
+	}
+	return max(1, int(math.Ceil(w.cfg.PrincipalShare*float64(w.cfg.Concurrency))))
+}
+
+// reserve counts a job of owner as running here, unless owner already
+// holds its share; release gives the place back.
+func (w *Worker) reserve(owner string) bool {
+	if owner == "" {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.owners[owner] >= w.share() {
+		return false
+	}
+	w.owners[owner]++
+	return true
+}
+
+func (w *Worker) release(owner string) {
+	if owner == "" {
+		return
+	}
+	w.mu.Lock()
+	if w.owners[owner]--; w.owners[owner] <= 0 {
+		delete(w.owners, owner)
+	}
+	w.mu.Unlock()
+}
 
 func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	if w.catalog == nil {
@@ -315,6 +370,19 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	}
 	lease := w.lease(e)
+	if !w.reserve(job.Owner) {
+		// The principal holds its share of this worker's slots: the job
+		// waits a moment so the next one, maybe another principal's, gets
+		// the slot. Not an attempt, not a failure.
+		log.Debug().Int("share", w.share()).Msg("principal at its share of the slots; deferring the job")
+		if df, ok := d.(broker.Deferrer); ok {
+			_ = df.Defer(io, fairDelay)
+		} else {
+			_ = d.Retry(io, fairDelay)
+		}
+		return
+	}
+	defer w.release(job.Owner)
 
 	tctx, cancel := context.WithCancelCause(base)
 	defer cancel(nil)

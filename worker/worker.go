@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -39,9 +40,11 @@ type Options struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Grace       time.Duration
-	// ParkAfter, InputTimeout and MaxWaitingInput: see consumer.Config.
+	// ParkAfter, InputTimeout, MaxWaitingInput and PrincipalShare: see
+	// consumer.Config.
 	ParkAfter, InputTimeout time.Duration
 	MaxWaitingInput         int
+	PrincipalShare          float64
 	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
 	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
 	// public listener for the api).
@@ -64,6 +67,13 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&w.ParkAfter, "park-after", backend.EnvDuration("MCPQ_PARK_AFTER", 3*time.Second), "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park (env MCPQ_PARK_AFTER)")
 	fs.DurationVar(&w.InputTimeout, "input-timeout", backend.EnvDuration("MCPQ_INPUT_TIMEOUT", 30*time.Minute), "how long a task waits for its client's answers, parked or not, before it fails saying so (env MCPQ_INPUT_TIMEOUT)")
 	fs.IntVar(&w.MaxWaitingInput, "max-waiting-input", backend.EnvInt("MCPQ_MAX_WAITING_INPUT", 100), "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound (env MCPQ_MAX_WAITING_INPUT)")
+	share := 0.5
+	if v := os.Getenv("MCPQ_PRINCIPAL_SHARE"); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			share = f
+		}
+	}
+	fs.Float64Var(&w.PrincipalShare, "principal-share", share, "share of --concurrency one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; 1: no share (env MCPQ_PRINCIPAL_SHARE)")
 	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
 	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
 		w.Tools = backend.SplitList(v)
@@ -80,8 +90,9 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 		MaxAttempts:   w.MaxAttempts,
 		ShutdownGrace: w.Grace,
 		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
-		Logger:    log,
-		Telemetry: w.Telemetry,
+		PrincipalShare: w.PrincipalShare,
+		Logger:         log,
+		Telemetry:      w.Telemetry,
 	})
 }
 

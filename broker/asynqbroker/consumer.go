@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +36,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if c.lease <= 0 {
 		c.lease = 30 * time.Second
 	}
-	if c.max <= 0 {
+	switch {
+	case c.max == 0:
 		c.max = 5
+	case c.max < 0:
+		c.max = math.MaxInt
 	}
 	slots := opts.Slots
 	if slots <= 0 {
@@ -122,21 +126,35 @@ func (e *retryError) Error() string {
 	return fmt.Sprintf("asynqbroker: retry requested (delay %s)", e.delay)
 }
 
-// retryDelay is the asynq.RetryDelayFunc: the delay Retry asked for, rounded
-// up to Asynq's one-second schedule so the job never comes back early;
-// anything else (lease expiry, recovery after a crash, give-back) at once.
+// deferError carries the delay a worker asked Defer for: a retry that is
+// not a failure, so Asynq does not count it.
+type deferError struct{ delay time.Duration }
+
+func (e *deferError) Error() string {
+	return fmt.Sprintf("asynqbroker: deferred by the worker (delay %s)", e.delay)
+}
+
+// retryDelay is the asynq.RetryDelayFunc: the delay Retry or Defer asked
+// for, rounded up to Asynq's one-second schedule so the job never comes back
+// early; anything else (lease expiry, recovery after a crash, give-back) at
+// once.
 func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 	var r *retryError
 	if errors.As(err, &r) && r.delay > 0 {
 		return r.delay + time.Second
 	}
+	var d *deferError
+	if errors.As(err, &d) && d.delay > 0 {
+		return d.delay + time.Second
+	}
 	return 0
 }
 
-// isFailure is the asynq IsFailure predicate: handing a job back unseen is
-// not a delivery.
+// isFailure is the asynq IsFailure predicate: handing a job back unseen, or
+// a worker deferring it, is not a delivery.
 func isFailure(err error) bool {
-	return !errors.Is(err, errGiveBack) && !errors.Is(err, errNoTaker)
+	var d *deferError
+	return !errors.Is(err, errGiveBack) && !errors.Is(err, errNoTaker) && !errors.As(err, &d)
 }
 
 type consumer struct {
@@ -154,14 +172,18 @@ type consumer struct {
 }
 
 // settings are the lease and delivery bound of a tool's jobs.
+// max is math.MaxInt when unbounded.
 func (c *consumer) settings(tool string) (lease time.Duration, max int) {
 	lease, max = c.lease, c.max
 	if r, ok := c.routes[tool]; ok {
 		if r.Lease > 0 {
 			lease = r.Lease
 		}
-		if r.MaxDeliveries > 0 {
+		switch {
+		case r.MaxDeliveries > 0:
 			max = r.MaxDeliveries
+		case r.MaxDeliveries < 0:
+			max = math.MaxInt
 		}
 	}
 	return lease, max

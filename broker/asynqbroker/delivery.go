@@ -65,6 +65,13 @@ func (d *delivery) Retry(_ context.Context, delay time.Duration) error {
 	return d.settle(&retryError{delay: delay})
 }
 
+var _ broker.Deferrer = (*delivery)(nil)
+
+// Defer returns the job for delay as a retry Asynq does not count.
+func (d *delivery) Defer(_ context.Context, delay time.Duration) error {
+	return d.settle(&deferError{delay: delay})
+}
+
 func (d *delivery) Term(_ context.Context, reason string) error {
 	if reason == "" {
 		reason = "terminated"

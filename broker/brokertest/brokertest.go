@@ -85,6 +85,7 @@ func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *
 		{"ToolLeases", s.toolLeases},
 		{"ToolConcurrency", s.toolConcurrency},
 		{"ConsumerOptionsInvalid", s.consumerOptionsInvalid},
+		{"DeferUnbounded", s.deferUnbounded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

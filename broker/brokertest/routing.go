@@ -137,6 +137,7 @@ func (s *queueSuite) consumerOptionsInvalid(t *testing.T, e *queueEnv) {
 		{{Tool: ""}},
 		{{Tool: "a"}, {Tool: "a"}},
 		{{Tool: "a", MaxConcurrency: -1}},
+		{{Tool: "a", Lease: -time.Second}},
 	} {
 		ctx, cancel := context.WithTimeout(e.ctx, s.opts.Wait)
 		c, err := e.q.Consumer(ctx, broker.ConsumerOptions{Tools: tools})
@@ -145,4 +146,30 @@ func (s *queueSuite) consumerOptionsInvalid(t *testing.T, e *queueEnv) {
 			t.Errorf("Consumer with tools %+v = %v, want an error", tools, c)
 		}
 	}
+}
+
+// deferUnbounded: a job deferred again and again, with no delivery bound,
+// comes back after each delay and is not lost.
+func (s *queueSuite) deferUnbounded(t *testing.T, e *queueEnv) {
+	c := e.consumer(t, broker.ConsumerOptions{Tools: routes("echo"), Lease: longLease, MaxDeliveries: -1})
+	j := e.job()
+	e.enqueue(t, j)
+	for i := range 6 {
+		d := e.next(t, c, s.opts.Wait+2*time.Second)
+		sameJob(t, fmt.Sprintf("delivery %d", i+1), d.Job(), j)
+		if i == 5 {
+			ack(t, e.ctx, d)
+			break
+		}
+		var err error
+		if df, ok := d.(broker.Deferrer); ok {
+			err = df.Defer(e.ctx, 100*time.Millisecond)
+		} else {
+			err = d.Retry(e.ctx, 100*time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("defer %d: %v", i+1, err)
+		}
+	}
+	e.quiet(t, c, s.opts.Quiet, "after the deferred job was acked")
 }

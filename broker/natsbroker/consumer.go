@@ -32,8 +32,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		lease = 30 * time.Second
 	}
 	maxDeliver := opts.MaxDeliveries
-	if maxDeliver <= 0 {
+	switch {
+	case maxDeliver == 0:
 		maxDeliver = 5
+	case maxDeliver < 0:
+		maxDeliver = -1
 	}
 	c := &consumer{slots: opts.Slots, wake: make(chan struct{})}
 	for _, r := range opts.Tools {
@@ -41,8 +44,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		if r.Lease > 0 {
 			rt.lease = r.Lease
 		}
-		if r.MaxDeliveries > 0 {
+		switch {
+		case r.MaxDeliveries > 0:
 			rt.max = r.MaxDeliveries
+		case r.MaxDeliveries < 0:
+			rt.max = -1 // JetStream: no bound
 		}
 		var cons jetstream.Consumer
 		err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
@@ -406,6 +412,12 @@ func (d *delivery) Retry(_ context.Context, delay time.Duration) error {
 	}
 	return d.msg.NakWithDelay(delay)
 }
+
+var _ broker.Deferrer = (*delivery)(nil)
+
+// Defer is a delayed Nak: JetStream counts it as a delivery all the same,
+// so routes whose jobs are deferred take no MaxDeliveries bound.
+func (d *delivery) Defer(ctx context.Context, delay time.Duration) error { return d.Retry(ctx, delay) }
 
 func (d *delivery) Term(_ context.Context, reason string) error {
 	defer d.release()

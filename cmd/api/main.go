@@ -121,7 +121,7 @@ func main() {
 	fs.Int64Var(&c.maxBody, "max-body", int64(backend.EnvInt("MCPQ_MAX_BODY", 4<<20)), "largest request body in bytes (env MCPQ_MAX_BODY)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", backend.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
-	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", backend.EnvInt("MCPQ_MAX_ACTIVE_TASKS", 0), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
+	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", backend.EnvInt("MCPQ_MAX_ACTIVE_TASKS", -1), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
 	fs.DurationVar(&c.reapInterval, "reap-interval", backend.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper (env MCPQ_REAP_INTERVAL)")
 	fs.DurationVar(&c.publishGrace, "publish-grace", backend.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
 	_ = fs.Parse(os.Args[1:])
@@ -365,7 +365,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		MaxBody:        c.maxBody,
 		RateLimit:      c.rateLimit,
 		RateBurst:      c.rateBurst,
-		MaxActiveTasks: c.maxActiveTasks,
+		MaxActiveTasks: activeCap(c.maxActiveTasks, authn != nil),
 		BodyTimeout:    c.conns.bodyTimeout,
 		WriteTimeout:   c.conns.writeTimeout,
 		Auth:           fauth,
@@ -450,4 +450,18 @@ func bearerOnly(a *auth.Authenticator) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// defaultActiveCap is --max-active-tasks with authentication on, unless set:
+// one principal cannot fill the store (and the queues) with unbounded work.
+const defaultActiveCap = 1000
+
+func activeCap(flag int, authOn bool) int {
+	switch {
+	case flag >= 0:
+		return flag
+	case authOn:
+		return defaultActiveCap
+	}
+	return 0
 }

@@ -57,6 +57,9 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 	}
 	w.num(`,"parks":`, int64(t.Parks), true)
 	w.raw(`,"checkpoint":`, t.Checkpoint)
+	if t.ArgumentsRef != nil || t.ResultRef != nil || t.Artifacts != nil {
+		w.ok = false // rare: encoding/json writes them
+	}
 	w.rawMap(`,"meta":`, t.Meta)
 	return append(w.b, '}'), w.ok
 }

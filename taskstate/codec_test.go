@@ -45,6 +45,11 @@ func codecRecords() []*Task {
 	add(func(t *Task) { t.Meta = map[string]json.RawMessage{"a<b": json.RawMessage(`1`)} })
 	add(func(t *Task) { t.Error = &RPCError{} })
 	add(func(t *Task) { t.InputRequests = map[string]json.RawMessage{} }) // empty: omitted
+	add(func(t *Task) {
+		t.ArgumentsRef = &BlobRef{Key: "x/args", Size: 300000}
+		t.ResultRef = &BlobRef{Key: "x/result", Size: 9000000, Plain: true, IsError: true}
+		t.Artifacts = map[string]Artifact{"report.pdf": {MimeType: "application/pdf", Size: 10}}
+	})
 	return out
 }
 

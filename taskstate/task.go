@@ -129,6 +129,13 @@ type Task struct {
 	Parks int `json:"parks,omitempty"`
 	// Checkpoint is state a handler keeps across its runs (Call.Checkpoint).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	// ArgumentsRef and ResultRef stand for Arguments and Result when these
+	// are kept in a blob (Blobs), being larger than InlineMax.
+	ArgumentsRef *BlobRef `json:"argumentsRef,omitempty"`
+	ResultRef    *BlobRef `json:"resultRef,omitempty"`
+	// Artifacts are the blobs the task's handler attached (Call.Artifact),
+	// by name, served as MCP resources to the task's owner.
+	Artifacts map[string]Artifact `json:"artifacts,omitempty"`
 	// Meta carries request context the worker may need (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
 
@@ -183,6 +190,20 @@ func (t *Task) Clone() *Task {
 	if t.Parked != nil {
 		p := *t.Parked
 		c.Parked = &p
+	}
+	if t.ArgumentsRef != nil {
+		r := *t.ArgumentsRef
+		c.ArgumentsRef = &r
+	}
+	if t.ResultRef != nil {
+		r := *t.ResultRef
+		c.ResultRef = &r
+	}
+	if t.Artifacts != nil {
+		c.Artifacts = make(map[string]Artifact, len(t.Artifacts))
+		for k, v := range t.Artifacts {
+			c.Artifacts[k] = v
+		}
 	}
 	if t.Error != nil {
 		e := *t.Error

@@ -87,6 +87,7 @@ type Store struct {
 	tools jetstream.KeyValue
 	// owners indexes tasks by owner; sessions holds 2025-11-25 sessions.
 	owners, sessions jetstream.KeyValue
+	blobs            jetstream.Stream // payloads out of line (blob.go)
 	cfg              Config
 	subj             string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
 
@@ -153,6 +154,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 			return nil, fmt.Errorf("natskv: %s bucket %q: %w", b.what, b.cfg.Bucket, jsdurable.ExplainReplicas(err, c.Replicas))
 		}
 		*b.kv = kv
+	}
+	if err := s.ensureBlobs(ctx, storage); err != nil {
+		return nil, fmt.Errorf("natskv: blob stream %q: %w", s.blobStream(), jsdurable.ExplainReplicas(err, c.Replicas))
 	}
 	return s, nil
 }

@@ -106,6 +106,9 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"CatalogKindsDistinct", s.catalogKindsDistinct},
 		{"CatalogExpiry", s.catalogExpiry},
 		{"CatalogRemove", s.catalogRemove},
+		{"BlobRoundTrip", s.blobRoundTrip},
+		{"BlobExpiry", s.blobExpiry},
+		{"BlobDelete", s.blobDelete},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,67 @@
+package taskstate
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"time"
+)
+
+// Blobs keeps payloads too large for a record out of line: a task's
+// arguments, its result and its artifacts, each under a key of the task
+// (BlobKey). It is an optional ability of a Store, found by type assertion;
+// a Store without it keeps every payload in the record.
+type Blobs interface {
+	// PutBlob stores what r yields under key, replacing any blob there,
+	// and returns its size. ttl > 0 makes the blob expire that long after
+	// this write; 0 keeps it until DeleteBlobs. Memory use is bounded by
+	// the implementation's chunk size, not by the blob's.
+	PutBlob(ctx context.Context, key string, r io.Reader, ttl time.Duration) (int64, error)
+	// Blob opens a blob for reading (ErrNotFound when it is missing or
+	// expired) and tells its size. Reads stream it chunk by chunk.
+	Blob(ctx context.Context, key string) (io.ReadCloser, int64, error)
+	// DeleteBlobs removes every blob of the task (nil when there is none).
+	DeleteBlobs(ctx context.Context, taskID string) error
+}
+
+// BlobKey names blob name of task taskID ("args", "result",
+// "artifact/<name>").
+func BlobKey(taskID, name string) string { return taskID + "/" + name }
+
+// BlobRef stands in a record for a payload kept in a blob.
+type BlobRef struct {
+	Key  string `json:"key"`
+	Size int64  `json:"size"`
+	// Plain: the payload is a compact JSON object with no "resultType"
+	// and no "_meta" anywhere in it, so a front end may splice it into a
+	// reply as it streams (see mcpfront); otherwise it reads it whole.
+	Plain bool `json:"plain,omitempty"`
+	// IsError: the payload is a tool result with isError set.
+	IsError bool `json:"isError,omitempty"`
+}
+
+// Artifact is a named blob a handler attached to its task.
+type Artifact struct {
+	MimeType string `json:"mimeType,omitempty"`
+	Size     int64  `json:"size"`
+}
+
+// InlineMax is the largest payload (arguments, result) a record or a job
+// carries itself; a larger one goes to a blob when the Store keeps Blobs.
+// NATS bounds a message at 1 MiB by default, and every write of a task's
+// record carries its whole record.
+const InlineMax = 256 << 10
+
+// ReadBlob reads a whole blob into memory.
+func ReadBlob(ctx context.Context, b Blobs, key string) ([]byte, error) {
+	r, size, err := b.Blob(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	if _, err := io.Copy(buf, r); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}

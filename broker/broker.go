@@ -26,7 +26,10 @@ type Job struct {
 	Kind      string          `json:"kind,omitempty"`
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Owner     string          `json:"owner,omitempty"`
+	// ArgumentsRef names the blob holding the arguments instead, when
+	// they are too large for a job (taskstate.Blobs).
+	ArgumentsRef string `json:"argumentsRef,omitempty"`
+	Owner        string `json:"owner,omitempty"`
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
 }

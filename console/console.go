@@ -287,7 +287,12 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, _ string) {
 		writeErr(w, http.StatusInternalServerError, "reading the task: "+err.Error())
 		return
 	}
-	ans := detailAnswer{Task: t, Revision: t.Revision, Attempts: c.track.attempts(t.ID)}
+	rev := t.Revision
+	if t, err = taskstate.ResolveResult(r.Context(), c.cfg.Store, t); err != nil {
+		writeErr(w, http.StatusInternalServerError, "reading the task's result: "+err.Error())
+		return
+	}
+	ans := detailAnswer{Task: t, Revision: rev, Attempts: c.track.attempts(t.ID)}
 	if ans.Attempts == nil {
 		ans.Attempts = []attempt{}
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	// worker of a pool applies it, so a principal holds at most that share
 	// of the pool. Default 0.5 (at least one slot); 1 or more: no share.
 	PrincipalShare float64
+	// MaxResult bounds a task's result in bytes (as JSON): a larger one
+	// fails the task at once, saying so. Default 64 MiB (DefaultMaxResult).
+	MaxResult int64
 	// MaxWaitingInput bounds the tasks one principal may have parked
 	// waiting for input; a task that would park past it fails with an
 	// error saying so (tasks without an owner are not counted). Default
@@ -117,6 +120,9 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 	}
 	if c.PrincipalShare <= 0 {
 		c.PrincipalShare = 0.5
+	}
+	if c.MaxResult <= 0 {
+		c.MaxResult = DefaultMaxResult
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 25 * time.Second
@@ -421,6 +427,16 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	if cs.mode == "" {
 		cs.mode = taskstate.ModeTask
 	}
+	if job.ArgumentsRef != "" {
+		// Too large for the job: the arguments wait in a blob.
+		args, err := w.readArgs(io, job.ArgumentsRef)
+		if err != nil {
+			log.Error().Err(err).Str("blob", job.ArgumentsRef).Msg("reading the task's arguments; retrying the job")
+			_ = d.Retry(io, backoff(d.Attempt()))
+			return
+		}
+		cs.args = args
+	}
 
 	// Take the task: count the attempt and hold the lease, both on the
 	// record, unless another worker's lease is still live there: then this
@@ -452,7 +468,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	switch {
 	case errors.Is(err, errExhausted):
 		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
-		w.finish(io, log, cs, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+		w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: -32603, Message: msg})
 		_ = d.Term(io, msg)
 		return
 	case errors.Is(err, errWaiting):
@@ -544,7 +560,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			rpcErr = toRPCError(herr)
 		}
 	}
-	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, result, rpcErr) {
+	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, d, result, rpcErr) {
 	case finishRetry:
 		_ = d.Retry(io, backoff(d.Attempt()))
 	case finishFenced:
@@ -576,42 +592,84 @@ func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.Ra
 }
 
 // finish writes the outcome unless the task already ended (a cancel won)
-// or another run took it over.
-func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, result json.RawMessage, rpcErr *taskstate.RPCError) finishResult {
-	t, err := cs.mutate(ctx, func(t *taskstate.Task) error {
-		if t.Status.Terminal() {
-			return taskstate.ErrSkip
-		}
-		t.Lease = nil
-		t.InputRequests = nil
-		t.Parked = nil
-		if rpcErr != nil {
-			t.Status = taskstate.Failed
-			t.Error = rpcErr
-			t.StatusMessage = rpcErr.Message
-			return nil
-		}
-		t.Status = taskstate.Completed
-		t.Result = result
-		return nil
-	})
-	switch {
-	case errors.Is(err, ErrFenced):
-		log.Warn().Int("holder_attempt", t.Attempt).Msg("another run took the task over; outcome discarded")
-		return finishFenced
-	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
-		log.Info().Str("status", string(t.Status)).Msg("task already ended; outcome discarded")
-		return finishDone
-	case errors.Is(err, taskstate.ErrNotFound):
-		log.Warn().Msg("task record vanished before its outcome was written")
-		return finishDone
-	case err != nil:
-		log.Error().Err(err).Msg("writing outcome failed")
-		return finishRetry
+// or another run took it over. A result larger than taskstate.InlineMax goes
+// to a blob first (when the store keeps blobs); one larger than MaxResult,
+// or an outcome the store refuses as too large, becomes a failed outcome
+// saying so: writing it again could never work, and running the handler
+// again must not be the answer. A write that fails otherwise (the store
+// unreachable) is tried again, with the delivery extended, for up to half
+// the lease before the job is given back.
+func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, d broker.Delivery, result json.RawMessage, rpcErr *taskstate.RPCError) finishResult {
+	if rpcErr == nil && int64(len(result)) > w.cfg.MaxResult {
+		rpcErr = &taskstate.RPCError{Code: -32603, Message: fmt.Sprintf(
+			"the result of tool %q is %d bytes, over the limit of %d bytes (--max-result)", cs.tool, len(result), w.cfg.MaxResult)}
+		result = nil
 	}
-	w.cfg.Telemetry.TaskFinished(ctx, cs.tool, string(t.Status))
-	log.Info().Str("status", string(t.Status)).Msg("task finished")
-	return finishDone
+	giveUp := w.cfg.Now().Add(w.cfg.Lease / 2)
+	wait := 100 * time.Millisecond
+	var ref *taskstate.BlobRef
+	for {
+		var err error
+		if rpcErr == nil && ref == nil {
+			ref, err = w.putResult(ctx, cs, result)
+		}
+		var t *taskstate.Task
+		if err == nil {
+			t, err = cs.mutate(ctx, func(t *taskstate.Task) error {
+				if t.Status.Terminal() {
+					return taskstate.ErrSkip
+				}
+				t.Lease = nil
+				t.InputRequests = nil
+				t.Parked = nil
+				if rpcErr != nil {
+					t.Status = taskstate.Failed
+					t.Error = rpcErr
+					t.StatusMessage = rpcErr.Message
+					t.Result, t.ResultRef = nil, nil
+					return nil
+				}
+				t.Status = taskstate.Completed
+				if ref != nil {
+					t.Result, t.ResultRef = nil, ref
+				} else {
+					t.Result, t.ResultRef = result, nil
+				}
+				return nil
+			})
+		}
+		switch {
+		case errors.Is(err, ErrFenced):
+			log.Warn().Int("holder_attempt", t.Attempt).Msg("another run took the task over; outcome discarded")
+			return finishFenced
+		case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
+			log.Info().Str("status", string(t.Status)).Msg("task already ended; outcome discarded")
+			return finishDone
+		case errors.Is(err, taskstate.ErrNotFound):
+			log.Warn().Msg("task record vanished before its outcome was written")
+			return finishDone
+		case errors.Is(err, taskstate.ErrTooLarge) && rpcErr == nil:
+			log.Error().Err(err).Msg("the outcome is too large for the store; failing the task instead")
+			rpcErr = &taskstate.RPCError{Code: -32603, Message: fmt.Sprintf("the outcome of tool %q could not be stored: %v", cs.tool, err)}
+			continue
+		case err != nil:
+			if w.cfg.Now().Add(wait).After(giveUp) {
+				log.Error().Err(err).Msg("writing outcome failed; giving the job back")
+				return finishRetry
+			}
+			log.Warn().Err(err).Dur("retry_in", wait).Msg("writing outcome failed; trying again")
+			_ = d.Extend(ctx)
+			time.Sleep(wait)
+			wait = min(2*wait, 2*time.Second)
+			continue
+		}
+		w.cfg.Telemetry.TaskFinished(ctx, cs.tool, string(t.Status))
+		log.Info().Str("status", string(t.Status)).Msg("task finished")
+		if err := taskstate.DropArgs(ctx, w.store, t); err != nil {
+			log.Warn().Err(err).Msg("removing the blob of the task's arguments")
+		}
+		return finishDone
+	}
 }
 
 // keepLease renews the broker lease every Lease/3 and the record's lease

@@ -338,6 +338,12 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 // replyOutcome answers with what the call would have returned: the result
 // (tool errors included), or the JSON-RPC error of a failed task.
 func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMessage) {
+	t, err := s.resolved(context.Background(), t)
+	if err != nil {
+		s.log.Error().Err(err).Msg("replying with a task's outcome")
+		out.fail(resultMissing(err))
+		return
+	}
 	switch t.Status {
 	case taskstate.Completed:
 		out.result(reshape(t.Result, "", meta))
@@ -352,7 +358,7 @@ func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMess
 // "failed" on this wire ("completed" with isError on 2026-07-28).
 func (s *Server) legacyTask(t *taskstate.Task) map[string]any {
 	status := t.Status
-	if status == taskstate.Completed && isToolError(t.Result) {
+	if status == taskstate.Completed && (isToolError(t.Result) || t.ResultRef != nil && t.ResultRef.IsError) {
 		status = taskstate.Failed
 	}
 	m := map[string]any{

@@ -21,9 +21,13 @@ const codeLimited = -32029
 
 // Defaults of the request limits in Config.
 const (
-	defaultMaxBody      = 4 << 20
+	// DefaultMaxArgs is Config.MaxArgs's default: arguments larger than a
+	// job can carry go to a blob (taskstate.Blobs).
+	DefaultMaxArgs = 16 << 20
+	// DefaultMaxBody is Config.MaxBody's default: the largest arguments
+	// and the request around them.
+	DefaultMaxBody      = DefaultMaxArgs + 1<<20
 	defaultMaxDepth     = 64
-	defaultMaxArgs      = 1 << 20
 	defaultMaxInputKeys = 64
 )
 
@@ -36,7 +40,7 @@ func (s *Server) checkSizes(method string, info *bodyInfo) *rpcError {
 		return nil
 	}
 	if int64(info.argsLen) > s.cfg.MaxArgs && method != "tasks/update" {
-		return invalidParams(fmt.Sprintf("invalid params: arguments exceed %d bytes", s.cfg.MaxArgs))
+		return invalidParams(fmt.Sprintf("invalid params: the arguments are %d bytes, over the limit of %d bytes (--max-args)", info.argsLen, s.cfg.MaxArgs))
 	}
 	if info.inputKeys > s.cfg.MaxInputKeys {
 		return invalidParams(fmt.Sprintf("invalid params: inputResponses has %d keys; at most %d are accepted", info.inputKeys, s.cfg.MaxInputKeys))

@@ -115,11 +115,11 @@ func TestBadInputLimits(t *testing.T) {
 
 		// Argument size and answers.
 		{name: "huge arguments", params: map[string]any{"name": "echo", "arguments": map[string]any{"text": huge}},
-			status: 200, code: -32602, check: errorSays(fmt.Sprintf("arguments exceed %d bytes", limitArgs))},
+			status: 200, code: -32602, check: errorSays(fmt.Sprintf("over the limit of %d bytes (--max-args)", limitArgs))},
 		{name: "huge arguments, inline call", params: map[string]any{"name": "echo", "arguments": map[string]any{"text": huge}}, noExt: true,
-			status: 200, code: -32602, check: errorSays("arguments exceed")},
+			status: 200, code: -32602, check: errorSays("over the limit of")},
 		{name: "huge arguments of an unknown tool", params: map[string]any{"name": "no_such_tool", "arguments": map[string]any{"text": huge}},
-			status: 200, code: -32602, check: errorSays("arguments exceed")},
+			status: 200, code: -32602, check: errorSays("over the limit of")},
 		{name: "arguments just under the limit are checked as usual", params: map[string]any{"name": "echo", "arguments": map[string]any{"text": huge[:limitArgs-40], "extra": 1}},
 			status: 200, check: isToolError},
 		{name: "too many input keys on tasks/update", method: "tasks/update", params: map[string]any{"taskId": askID, "inputResponses": answers(limitInputKeys + 1)},

@@ -289,6 +289,11 @@ func visibleState(t *taskstate.Task) string {
 // taskNotification is notifications/tasks for t: the DetailedTask tasks/get
 // would answer, tagged with the subscription.
 func (s *Server) taskNotification(t *taskstate.Task, sub json.RawMessage) []byte {
+	if r, err := s.resolved(context.Background(), t); err == nil {
+		t = r
+	} else {
+		s.log.Error().Err(err).Msg("notifications/tasks: the task's result")
+	}
 	var params map[string]json.RawMessage
 	_ = json.Unmarshal(s.detailedTask(t), &params)
 	delete(params, "resultType") // a result's field; the notification carries the task

@@ -487,6 +487,15 @@ func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, c *call) {
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	if s.streamResult(ctx, w, c.req.ID, t) {
+		return
+	}
+	t, err := s.resolved(ctx, t)
+	if err != nil {
+		s.log.Error().Err(err).Msg("tasks/get")
+		writeError(w, c.req.ID, resultMissing(err))
+		return
+	}
 	writeResult(w, c.req.ID, s.detailedTask(t))
 }
 

@@ -156,7 +156,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		c.SyncTimeout = 2 * time.Minute
 	}
 	if c.MaxBody <= 0 {
-		c.MaxBody = defaultMaxBody
+		c.MaxBody = DefaultMaxBody
 	}
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = defaultMaxDepth
@@ -168,7 +168,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		c.WriteTimeout = 30 * time.Second
 	}
 	if c.MaxArgs <= 0 {
-		c.MaxArgs = defaultMaxArgs
+		c.MaxArgs = DefaultMaxArgs
 	}
 	if c.MaxInputKeys <= 0 {
 		c.MaxInputKeys = defaultMaxInputKeys

@@ -73,6 +73,13 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		case <-time.After(notifyDrain):
 		}
 	}
+	if r, err := s.resolved(ctx, final); err != nil {
+		s.log.Error().Err(err).Msg("an inline call's result")
+		out.fail(resultMissing(err))
+		return
+	} else {
+		final = r
+	}
 	switch {
 	case req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask:
 		// The handler continued as a task (it may even have finished since:

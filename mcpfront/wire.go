@@ -49,6 +49,36 @@ func appendTime(b []byte, t time.Time) []byte {
 // resultType; with detailed (tasks/get), also what its status implies: the
 // result, the error or the open input requests.
 func (s *Server) appendTask(b []byte, t *taskstate.Task, rt string, detailed bool) []byte {
+	b = s.appendTaskHead(b, t, rt)
+	if detailed {
+		switch t.Status {
+		case taskstate.Completed:
+			b = append(b, `,"result":`...)
+			b = appendReshaped(b, t.Result, resultComplete, nil)
+		case taskstate.Failed:
+			e := t.Error
+			if e == nil {
+				e = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
+			}
+			b = append(b, `,"error":`...)
+			b = appendMarshal(b, e)
+		case taskstate.InputRequired:
+			b = append(b, `,"inputRequests":`...)
+			b = appendMarshal(b, t.InputRequests)
+		}
+	}
+	return s.appendTaskTail(b)
+}
+
+// appendTaskTail closes what appendTaskHead opened.
+func (s *Server) appendTaskTail(b []byte) []byte {
+	b = append(b, `,"_meta":`...)
+	b = s.appendResultMeta(b)
+	return append(b, '}')
+}
+
+// appendTaskHead appends a task's own fields, the object left open.
+func (s *Server) appendTaskHead(b []byte, t *taskstate.Task, rt string) []byte {
 	b = append(b, `{"resultType":`...)
 	b = appendString(b, rt)
 	b = append(b, `,"taskId":`...)
@@ -71,26 +101,7 @@ func (s *Server) appendTask(b []byte, t *taskstate.Task, rt string, detailed boo
 		b = append(b, `,"statusMessage":`...)
 		b = appendString(b, t.StatusMessage)
 	}
-	if detailed {
-		switch t.Status {
-		case taskstate.Completed:
-			b = append(b, `,"result":`...)
-			b = appendReshaped(b, t.Result, resultComplete, nil)
-		case taskstate.Failed:
-			e := t.Error
-			if e == nil {
-				e = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
-			}
-			b = append(b, `,"error":`...)
-			b = appendMarshal(b, e)
-		case taskstate.InputRequired:
-			b = append(b, `,"inputRequests":`...)
-			b = appendMarshal(b, t.InputRequests)
-		}
-	}
-	b = append(b, `,"_meta":`...)
-	b = s.appendResultMeta(b)
-	return append(b, '}')
+	return b
 }
 
 func appendMarshal(b []byte, v any) []byte {

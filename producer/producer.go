@@ -4,6 +4,7 @@
 package producer
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -132,11 +133,17 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	tel := p.cfg.Telemetry
 	ctx, end := tel.StartSpan(ctx, "task.create", "mcpq.task.id", id, "gen_ai.tool.name", r.Tool)
 	defer end(nil)
+	args, ref, err := p.putArgs(ctx, id, r.Arguments)
+	if err != nil {
+		end(err)
+		return nil, err
+	}
 	t := &taskstate.Task{
 		ID:             id,
 		Kind:           r.Kind,
 		Tool:           r.Tool,
-		Arguments:      r.Arguments,
+		Arguments:      args,
+		ArgumentsRef:   ref,
 		Owner:          r.Owner,
 		Era:            r.Era,
 		Mode:           r.Mode,
@@ -149,7 +156,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Meta:           tel.Inject(ctx, r.Meta), // the job continues this trace
 	}
 	wctx, wend := tel.StartWrite(ctx, id)
-	err := p.store.Create(wctx, t)
+	err = p.store.Create(wctx, t)
 	wend(err)
 	if errors.Is(err, taskstate.ErrExists) && r.ID != "" {
 		return p.store.Get(ctx, id)
@@ -175,6 +182,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 			p.cfg.Logger.Error().Err(ferr).Str("task", id).Msg("could not mark unstarted task failed")
 		} else {
 			tel.TaskFinished(ctx, r.Tool, string(taskstate.Failed))
+			DropArgs(fctx, p.store, failed, p.cfg.Logger)
 		}
 		end(err)
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
@@ -220,10 +228,36 @@ func (p *Producer) Resume(ctx context.Context, t *taskstate.Task) error {
 	return nil
 }
 
+// putArgs keeps arguments larger than taskstate.InlineMax in a blob of the
+// task (when the store keeps blobs), returning what the record holds.
+func (p *Producer) putArgs(ctx context.Context, id string, args json.RawMessage) (json.RawMessage, *taskstate.BlobRef, error) {
+	blobs, ok := p.store.(taskstate.Blobs)
+	if !ok || len(args) <= taskstate.InlineMax {
+		return args, nil, nil
+	}
+	key := taskstate.BlobKey(id, "args")
+	n, err := blobs.PutBlob(ctx, key, bytes.NewReader(args), 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("producer: storing the arguments: %w", err)
+	}
+	return nil, &taskstate.BlobRef{Key: key, Size: n}, nil
+}
+
+// DropArgs removes the blob of an ended task's arguments
+// (taskstate.DropArgs), logging a failure.
+func DropArgs(ctx context.Context, store taskstate.Store, t *taskstate.Task, log zerolog.Logger) {
+	if err := taskstate.DropArgs(ctx, store, t); err != nil {
+		log.Warn().Err(err).Str("task", t.ID).Msg("removing the blob of an ended task's arguments")
+	}
+}
+
 // JobFor is the job that runs t; after a requeue it carries the requeue's
 // dedupe key (Task.JobKey).
 func JobFor(t *taskstate.Task) *broker.Job {
 	j := &broker.Job{TaskID: t.ID, Kind: t.Kind, Tool: t.Tool, Arguments: t.Arguments, Owner: t.Owner, Meta: t.Meta}
+	if t.ArgumentsRef != nil {
+		j.ArgumentsRef = t.ArgumentsRef.Key
+	}
 	if t.Requeues > 0 {
 		j.Dedupe = t.JobKey()
 	}
@@ -264,6 +298,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		// still stops when it next reads the record.
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
 	}
+	DropArgs(ctx, p.store, t, p.cfg.Logger)
 	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Cancelled))
 	p.cfg.Logger.Info().Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
 		Dur("took", t.LastUpdatedAt.Sub(t.CreatedAt)).Str("status", string(t.Status)).Msg("task cancelled")

@@ -205,6 +205,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 	log := p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("worker", lost.Worker).Int("attempt", t.Attempt)
 	if failed {
 		p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
+		DropArgs(ctx, p.store, t, p.cfg.Logger)
 		log.Msg("worker lost on the last attempt; task failed")
 		return reapFailed, nil
 	}
@@ -270,6 +271,7 @@ func (p *Producer) failParked(ctx context.Context, seen *taskstate.Task) (bool, 
 		return false, err
 	}
 	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
+	DropArgs(ctx, p.store, t, p.cfg.Logger)
 	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Msg("parked task timed out waiting for client input; failed")
 	return true, nil
 }

@@ -3,6 +3,7 @@ package taskstate
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"time"
 )
@@ -20,6 +21,8 @@ type Blobs interface {
 	// Blob opens a blob for reading (ErrNotFound when it is missing or
 	// expired) and tells its size. Reads stream it chunk by chunk.
 	Blob(ctx context.Context, key string) (io.ReadCloser, int64, error)
+	// DeleteBlob removes one blob (nil when it is not there).
+	DeleteBlob(ctx context.Context, key string) error
 	// DeleteBlobs removes every blob of the task (nil when there is none).
 	DeleteBlobs(ctx context.Context, taskID string) error
 }
@@ -64,4 +67,36 @@ func ReadBlob(ctx context.Context, b Blobs, key string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// DropArgs removes the blob of an ended task's arguments: nobody reads them
+// any more (the run that used them had them in memory) and, unlike a
+// result's, they carry no TTL. Whoever ends a task calls it; nil when there
+// is nothing to remove.
+func DropArgs(ctx context.Context, s Store, t *Task) error {
+	blobs, ok := s.(Blobs)
+	if !ok || t == nil || t.ArgumentsRef == nil || !t.Status.Terminal() {
+		return nil
+	}
+	return blobs.DeleteBlob(ctx, t.ArgumentsRef.Key)
+}
+
+// ResolveResult returns t with its result read back from its blob when it
+// has one (a copy; t itself is left alone), for the readers that hand a
+// whole record out: an operator's view, a reply built in memory.
+func ResolveResult(ctx context.Context, s Store, t *Task) (*Task, error) {
+	if t == nil || t.ResultRef == nil {
+		return t, nil
+	}
+	blobs, ok := s.(Blobs)
+	if !ok {
+		return nil, fmt.Errorf("taskstate: task %s has its result in blob %s, and %T keeps no blobs", t.ID, t.ResultRef.Key, s)
+	}
+	b, err := ReadBlob(ctx, blobs, t.ResultRef.Key)
+	if err != nil {
+		return nil, fmt.Errorf("taskstate: reading the result of %s: %w", t.ID, err)
+	}
+	c := t.Clone()
+	c.Result, c.ResultRef = b, nil
+	return c, nil
 }

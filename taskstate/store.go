@@ -36,8 +36,9 @@ type Store interface {
 	// the reaper and operators, never for a request path.
 	Scan(ctx context.Context, active bool, fn func(*Task) bool) error
 	// Delete removes a terminal record before its TTL ends (an operator's
-	// purge). It refuses an active record with ErrInvalidChange and a
-	// missing one with ErrNotFound.
+	// purge), and its blobs when the store keeps Blobs. It refuses an
+	// active record with ErrInvalidChange and a missing one with
+	// ErrNotFound.
 	Delete(ctx context.Context, id string) error
 }
 

@@ -260,4 +260,8 @@ var (
 	ErrExists        = errors.New("taskstate: task already exists")
 	ErrConflict      = errors.New("taskstate: revision conflict")
 	ErrInvalidChange = errors.New("taskstate: invalid status transition")
+	// ErrTooLarge: the record is larger than the store can keep (NATS
+	// bounds a message at its max_payload, 1 MiB by default). Writing it
+	// again cannot help.
+	ErrTooLarge = errors.New("taskstate: record too large for the store")
 )

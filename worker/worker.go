@@ -45,6 +45,7 @@ type Options struct {
 	ParkAfter, InputTimeout time.Duration
 	MaxWaitingInput         int
 	PrincipalShare          float64
+	MaxResult               int64
 	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
 	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
 	// public listener for the api).
@@ -74,6 +75,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 		}
 	}
 	fs.Float64Var(&w.PrincipalShare, "principal-share", share, "share of --concurrency one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; 1: no share (env MCPQ_PRINCIPAL_SHARE)")
+	fs.Int64Var(&w.MaxResult, "max-result", int64(backend.EnvInt("MCPQ_MAX_RESULT", consumer.DefaultMaxResult)), "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs) (env MCPQ_MAX_RESULT)")
 	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
 	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
 		w.Tools = backend.SplitList(v)
@@ -90,9 +92,9 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 		MaxAttempts:   w.MaxAttempts,
 		ShutdownGrace: w.Grace,
 		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
-		PrincipalShare: w.PrincipalShare,
-		Logger:         log,
-		Telemetry:      w.Telemetry,
+		PrincipalShare: w.PrincipalShare, MaxResult: w.MaxResult,
+		Logger:    log,
+		Telemetry: w.Telemetry,
 	})
 }
 

@@ -77,6 +77,7 @@ type config struct {
 	insecureNoAuth   bool
 
 	maxBody        int64
+	maxArgs        int64
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
@@ -118,7 +119,8 @@ func main() {
 	fs.StringVar(&c.authTenantClaim, "auth-tenant-claim", os.Getenv("MCPQ_AUTH_TENANT_CLAIM"), "OAuth: a claim naming the tenant; tasks are then owned by issuer, subject and tenant, and tokens without it are refused (env MCPQ_AUTH_TENANT_CLAIM)")
 	fs.StringVar(&c.authServers, "auth-authorization-server", os.Getenv("MCPQ_AUTH_AUTHORIZATION_SERVER"), "OAuth: authorization server issuer URLs listed in the protected resource metadata, comma-separated; default --auth-issuer (env MCPQ_AUTH_AUTHORIZATION_SERVER)")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", os.Getenv("MCPQ_INSECURE_NO_AUTH") == "1", "serve without authentication on a non-loopback --listen address: anyone who reaches it can run tools (env MCPQ_INSECURE_NO_AUTH=1)")
-	fs.Int64Var(&c.maxBody, "max-body", int64(backend.EnvInt("MCPQ_MAX_BODY", 4<<20)), "largest request body in bytes (env MCPQ_MAX_BODY)")
+	fs.Int64Var(&c.maxBody, "max-body", int64(backend.EnvInt("MCPQ_MAX_BODY", mcpfront.DefaultMaxBody)), "largest request body in bytes (env MCPQ_MAX_BODY)")
+	fs.Int64Var(&c.maxArgs, "max-args", int64(backend.EnvInt("MCPQ_MAX_ARGS", mcpfront.DefaultMaxArgs)), "largest arguments of a tools/call or prompts/get in bytes; past it the call is refused before anything is queued; keep --max-body above it (env MCPQ_MAX_ARGS)")
 	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
 	fs.IntVar(&c.rateBurst, "rate-burst", backend.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
 	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", backend.EnvInt("MCPQ_MAX_ACTIVE_TASKS", -1), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
@@ -363,6 +365,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		AllowedOrigins: backend.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
 		MaxBody:        c.maxBody,
+		MaxArgs:        c.maxArgs,
 		RateLimit:      c.rateLimit,
 		RateBurst:      c.rateBurst,
 		MaxActiveTasks: activeCap(c.maxActiveTasks, authn != nil),

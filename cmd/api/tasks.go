@@ -308,6 +308,10 @@ func (c *tasksCLI) get(ctx context.Context, b *backend.Backend, id string) error
 	if err != nil {
 		return err
 	}
+	// A result kept in a blob is shown in place, as the record holds it.
+	if t, err = taskstate.ResolveResult(ctx, b.Store, t); err != nil {
+		return err
+	}
 	out, err := json.MarshalIndent(t, "", "  ")
 	if err != nil {
 		return err

@@ -30,6 +30,12 @@ type WaitArgs struct {
 	Ms int `json:"ms" jsonschema:"how long to wait, in milliseconds"`
 }
 
+type BlobArgs struct {
+	Bytes int    `json:"bytes" jsonschema:"how many bytes to return"`
+	Kind  string `json:"kind,omitempty" jsonschema:"text (the default): that many characters; image: that many bytes of a PNG-typed image"`
+	Echo  string `json:"echo,omitempty" jsonschema:"returned as the result's second text block, so large arguments can be checked"`
+}
+
 type FailArgs struct {
 	Message string `json:"message,omitempty" jsonschema:"the error to report"`
 }
@@ -79,6 +85,28 @@ func Register(mux *consumer.Mux) {
 	})
 
 	consumer.Handle(mux, consumer.Tool{
+		Name: "blob", Title: "Blob", Description: "Returns as many bytes as asked: text, or an image. For tests and benchmarks of large results.",
+	}, func(ctx context.Context, c *consumer.Call[BlobArgs]) (*consumer.Result, error) {
+		if c.Args.Bytes < 0 {
+			return nil, consumer.ToolError(errors.New("bytes must not be negative"))
+		}
+		c.Logger().Info().Int("bytes", c.Args.Bytes).Str("kind", c.Args.Kind).Msg("blob: producing the result")
+		var res *consumer.Result
+		switch c.Args.Kind {
+		case "", "text":
+			res = consumer.TextResult(pattern(c.Args.Bytes))
+		case "image":
+			res = &consumer.Result{Content: []consumer.Content{consumer.Image([]byte(pattern(c.Args.Bytes)), "image/png")}}
+		default:
+			return nil, consumer.ToolError(fmt.Errorf("kind %q: want text or image", c.Args.Kind))
+		}
+		if c.Args.Echo != "" {
+			res.Content = append(res.Content, consumer.Text(c.Args.Echo))
+		}
+		return res, nil
+	})
+
+	consumer.Handle(mux, consumer.Tool{
 		Name: "fail", Title: "Fail", Description: "Always fails with a tool error (isError: true).",
 	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
 		msg := c.Args.Message
@@ -98,4 +126,13 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// pattern is n bytes of a repeating, checkable ASCII pattern: "0123456789…".
+func pattern(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '0' + byte(i%10)
+	}
+	return string(b)
 }

@@ -163,6 +163,18 @@ func (b *blobReader) Read(p []byte) (int, error) {
 
 func (b *blobReader) Close() error { return nil }
 
+// DeleteBlob purges the blob's subjects.
+func (s *Store) DeleteBlob(ctx context.Context, key string) error {
+	m, err := s.blobSubject(key, "m")
+	if err != nil {
+		return err
+	}
+	if err := s.blobs.Purge(ctx, jetstream.WithPurgeSubject(strings.TrimSuffix(m, ".m")+".>")); err != nil {
+		return fmt.Errorf("natskv: delete blob %s: %w", key, err)
+	}
+	return nil
+}
+
 // DeleteBlobs purges the task's subjects.
 func (s *Store) DeleteBlobs(ctx context.Context, taskID string) error {
 	if !taskstate.ValidID(taskID) {

@@ -261,6 +261,9 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return taskstate.ErrExists
 	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("natskv: create %s: a record of %d bytes: %w (%w)", t.ID, len(b), taskstate.ErrTooLarge, err)
+	}
 	if err != nil {
 		return fmt.Errorf("natskv: create %s: %w", t.ID, err)
 	}
@@ -311,6 +314,9 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) { // 10164: replicated streams
 		return taskstate.ErrConflict
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("natskv: update %s: a record of %d bytes: %w (%w)", t.ID, len(b), taskstate.ErrTooLarge, err)
 	}
 	if err != nil {
 		return fmt.Errorf("natskv: update %s: %w", t.ID, err)

@@ -111,7 +111,8 @@ func mayBeActive(v []byte) bool {
 }
 
 // Delete implements taskstate.Store: it purges the key (its history too)
-// if the record is still the terminal version it read.
+// if the record is still the terminal version it read, and the task's
+// blobs.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	t, err := s.Get(ctx, id)
 	if err != nil {
@@ -132,5 +133,6 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if t.Owner != "" {
 		_ = s.owners.Purge(ctx, indexKey(t))
 	}
-	return nil
+	// Its blobs (result, artifacts) go with it.
+	return s.DeleteBlobs(ctx, id)
 }

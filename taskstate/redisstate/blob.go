@@ -132,6 +132,23 @@ func (b *blobReader) Read(p []byte) (int, error) {
 
 func (b *blobReader) Close() error { return nil }
 
+// DeleteBlob removes one blob and its entry in the task's list.
+func (s *Store) DeleteBlob(ctx context.Context, key string) error {
+	k, list, err := s.blobKey(key)
+	if err != nil {
+		return err
+	}
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Del(ctx, k)
+		p.SRem(ctx, list, k)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisstate: delete blob %s: %w", key, err)
+	}
+	return nil
+}
+
 // DeleteBlobs removes the blobs the task's list names, and the list.
 func (s *Store) DeleteBlobs(ctx context.Context, taskID string) error {
 	if !taskstate.ValidID(taskID) {

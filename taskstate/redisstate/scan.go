@@ -105,8 +105,8 @@ redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[2])
 return 1`)
 
-// Delete implements taskstate.Store. The owner index entry goes when List
-// next finds the record gone.
+// Delete implements taskstate.Store, the task's blobs included. The owner
+// index entry goes when List next finds the record gone.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	t, err := s.Get(ctx, id)
 	if err != nil {
@@ -123,5 +123,6 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if n == 0 {
 		return taskstate.ErrConflict
 	}
-	return nil
+	// Its blobs (result, artifacts) go with it.
+	return s.DeleteBlobs(ctx, id)
 }

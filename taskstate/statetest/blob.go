@@ -102,6 +102,21 @@ func (s *suite) blobDelete(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
+	if err := b.DeleteBlob(e.ctx, taskstate.BlobKey(one, "artifact/a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := b.Blob(e.ctx, taskstate.BlobKey(one, "artifact/a")); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("a blob after DeleteBlob: %v", err)
+	}
+	if got := readAll(t, e, b, taskstate.BlobKey(one, "args")); string(got) != taskstate.BlobKey(one, "args") {
+		t.Fatalf("the task's other blob after DeleteBlob: %q", got)
+	}
+	if err := b.DeleteBlob(e.ctx, taskstate.BlobKey(one, "never")); err != nil {
+		t.Fatalf("DeleteBlob of a blob that is not there: %v", err)
+	}
+	if _, err := b.PutBlob(e.ctx, taskstate.BlobKey(one, "artifact/a"), bytes.NewReader([]byte("a")), 0); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.DeleteBlobs(e.ctx, one); err != nil {
 		t.Fatal(err)
 	}

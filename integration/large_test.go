@@ -1,0 +1,135 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+)
+
+// pattern is what the demo's blob tool returns: "0123456789…", n bytes.
+func pattern(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = '0' + byte(i%10)
+	}
+	return string(b)
+}
+
+type content struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Data     string `json:"data"`
+	MimeType string `json:"mimeType"`
+}
+
+func contents(t *testing.T, raw json.RawMessage) []content {
+	t.Helper()
+	var r struct {
+		Content []content `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("not a CallToolResult: %.200s (%v)", raw, err)
+	}
+	return r.Content
+}
+
+// TestLargeResults: results of 2 MB and 20 MB of text and a 5 MB image
+// complete as tasks and come back from tasks/get byte for byte, each from
+// one handler run; an inline call returns a 2 MB result too; a result past
+// --max-result fails after one run, naming its size and the limit.
+func TestLargeResults(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		w := s.worker(t, "worker", "--max-result", "30000000")
+		c := harness.NewClient(s.mcpURL, true)
+		cases := []struct {
+			kind  string
+			bytes int
+		}{{"text", 2_000_000}, {"text", 20_000_000}, {"image", 5_000_000}}
+		ids := make([]string, len(cases))
+		for i, tc := range cases {
+			ids[i] = c.StartTask(t, "blob", map[string]any{"bytes": tc.bytes, "kind": tc.kind})
+		}
+		for i, tc := range cases {
+			tk := c.WaitStatus(t, ids[i], 60*time.Second, "completed", "failed")
+			if tk.Status != "completed" {
+				t.Fatalf("blob %s %d: %s %+v", tc.kind, tc.bytes, tk.Status, tk.Error)
+			}
+			got := contents(t, tk.Result)
+			want := pattern(tc.bytes)
+			switch {
+			case len(got) != 1:
+				t.Fatalf("blob %s %d: %d content blocks", tc.kind, tc.bytes, len(got))
+			case tc.kind == "text" && got[0].Text != want:
+				t.Fatalf("blob text %d: %d bytes back, not the ones produced", tc.bytes, len(got[0].Text))
+			case tc.kind == "image":
+				data, err := base64.StdEncoding.DecodeString(got[0].Data)
+				if err != nil || string(data) != want || got[0].MimeType != "image/png" {
+					t.Fatalf("blob image %d: %d bytes back (%v), mime %q", tc.bytes, len(data), err, got[0].MimeType)
+				}
+			}
+			if n := count(w, ids[i], "blob: producing the result"); n != 1 {
+				t.Fatalf("blob %s %d: the handler ran %d times, want once", tc.kind, tc.bytes, n)
+			}
+		}
+
+		inline := harness.NewClient(s.mcpURL, false)
+		res, err := inline.CallTool(context.Background(), "blob", map[string]any{"bytes": 2_000_000})
+		if err != nil {
+			t.Fatalf("inline blob: %v", err)
+		}
+		if got := contents(t, mustMarshal(res)); len(got) != 1 || got[0].Text != pattern(2_000_000) {
+			t.Fatalf("inline blob: the 2 MB result did not come back whole")
+		}
+
+		over := c.StartTask(t, "blob", map[string]any{"bytes": 31_000_000})
+		tk := c.WaitStatus(t, over, 60*time.Second, "failed", "completed")
+		if tk.Status != "failed" || tk.Error == nil || !strings.Contains(tk.Error.Message, "over the limit of 30000000 bytes") ||
+			!strings.Contains(tk.Error.Message, "is 310000") {
+			t.Fatalf("a result past --max-result: %s %+v, want failed naming the size and the limit", tk.Status, tk.Error)
+		}
+		if n := count(w, over, "blob: producing the result"); n != 1 {
+			t.Fatalf("the over-limit task ran %d times, want once", n)
+		}
+	})
+}
+
+func mustMarshal(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestLargeArguments: 8 MB of arguments reach the handler intact; past
+// --max-args the call is refused before anything is queued.
+func TestLargeArguments(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		s.worker(t, "worker")
+		c := harness.NewClient(s.mcpURL, true)
+		echo := pattern(8_000_000)
+		id := c.StartTask(t, "blob", map[string]any{"bytes": 1, "echo": echo})
+		tk := c.WaitStatus(t, id, 60*time.Second, "completed", "failed")
+		if got := contents(t, tk.Result); tk.Status != "completed" || len(got) != 2 || got[1].Text != echo {
+			t.Fatalf("8 MB of arguments: %s, the echo did not come back intact", tk.Status)
+		}
+		api := strings.TrimSuffix(s.mcpURL, "/mcp")
+		before := scrape(t, api)[`mcpq_tasks_created_total{tool="blob"}`]
+		_, err := c.CallTool(context.Background(), "blob", map[string]any{"bytes": 1, "echo": pattern(16<<20 + 1000)})
+		var rpc *harness.RPCError
+		if !errors.As(err, &rpc) || !strings.Contains(rpc.Message, "over the limit of 16777216 bytes (--max-args)") {
+			t.Fatalf("arguments past the limit: %v, want a refusal naming the limit", err)
+		}
+		if after := scrape(t, api)[`mcpq_tasks_created_total{tool="blob"}`]; after != before {
+			t.Fatalf("a refused call created a task: %v → %v", before, after)
+		}
+	})
+}

@@ -42,8 +42,9 @@ type callState struct {
 	// task over (set once the run holds the lease).
 	lost func(error)
 
-	// The tool's input settings for this run.
-	parkAfter, inputTimeout time.Duration
+	// The tool's input settings for this run, and the bound of the run
+	// itself (the tool's timeout).
+	parkAfter, inputTimeout, runBound time.Duration
 
 	mu      sync.Mutex
 	parked  bool            // the run ended by parking the task

@@ -18,12 +18,16 @@ type Result struct {
 
 // Content is one content block of a tool result.
 type Content struct {
-	Type        string            `json:"type"`
-	Text        *string           `json:"text,omitempty"`
-	Data        string            `json:"data,omitempty"`
-	MimeType    string            `json:"mimeType,omitempty"`
-	Resource    *ResourceContents `json:"resource,omitempty"`
-	Annotations map[string]any    `json:"annotations,omitempty"`
+	Type     string            `json:"type"`
+	Text     *string           `json:"text,omitempty"`
+	Data     string            `json:"data,omitempty"`
+	MimeType string            `json:"mimeType,omitempty"`
+	Resource *ResourceContents `json:"resource,omitempty"`
+	// URI, Name and Size are a resource_link's (ResourceLink).
+	URI         string         `json:"uri,omitempty"`
+	Name        string         `json:"name,omitempty"`
+	Size        *int64         `json:"size,omitempty"`
+	Annotations map[string]any `json:"annotations,omitempty"`
 }
 
 // ResourceContents is the body of an embedded resource.
@@ -50,6 +54,12 @@ func Audio(data []byte, mimeType string) Content {
 // Resource returns an embedded text resource block.
 func Resource(uri, mimeType, text string) Content {
 	return Content{Type: "resource", Resource: &ResourceContents{URI: uri, MimeType: mimeType, Text: text}}
+}
+
+// ResourceLink returns a resource_link block: a resource the client reads
+// with resources/read instead of receiving it inline.
+func ResourceLink(uri, name, mimeType string, size int64) Content {
+	return Content{Type: "resource_link", URI: uri, Name: name, MimeType: mimeType, Size: &size}
 }
 
 // TextResult is a result holding one text block.

@@ -497,6 +497,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	hctx, stop := context.WithTimeoutCause(tctx, timeout, errTimeout)
 	defer stop()
+	cs.runBound = timeout
 
 	cs.attempt = rec.Attempt
 	cs.lost = func(cause error) { cancel(cause) }

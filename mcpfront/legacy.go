@@ -97,6 +97,14 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		s.legacyPromptsList(ctx, w, c)
 	case "logging/setLevel":
 		s.setLevel(ctx, w, c)
+	case "resources/read":
+		uri, rerr := uriParam(req.Params)
+		switch {
+		case rerr != nil:
+			writeError(w, req.ID, rerr)
+		case !s.readArtifact(ctx, w, req.ID, req.Method, c.owner, uri, true):
+			writeError(w, req.ID, resourceNotFound(uri, true))
+		}
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
 		if !c.tasks() {
 			writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)+" (tasks need protocol version "+version20251125+")"))

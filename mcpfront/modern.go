@@ -90,6 +90,14 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		s.tasksCancel(ctx, w, c)
 	case "subscriptions/listen":
 		s.subscriptionsListen(ctx, w, r, c)
+	case "resources/read":
+		uri, rerr := uriParam(req.Params)
+		switch {
+		case rerr != nil:
+			writeError(w, req.ID, rerr)
+		case !s.readArtifact(ctx, w, req.ID, req.Method, c.owner, uri, false):
+			writeError(w, req.ID, resourceNotFound(uri, false))
+		}
 	default:
 		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+clip(req.Method)))
 	}

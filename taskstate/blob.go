@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -99,4 +100,39 @@ func ResolveResult(ctx context.Context, s Store, t *Task) (*Task, error) {
 	c := t.Clone()
 	c.Result, c.ResultRef = b, nil
 	return c, nil
+}
+
+// ArtifactURI is the resource URI of a task's artifact, which the api
+// serves through resources/read to the task's owner while the task is kept:
+// mcpq://tasks/<task id>/artifacts/<name>.
+func ArtifactURI(taskID, name string) string {
+	return "mcpq://tasks/" + taskID + "/artifacts/" + name
+}
+
+// ParseArtifactURI reads an ArtifactURI back; false for any other URI.
+func ParseArtifactURI(uri string) (taskID, name string, ok bool) {
+	rest, ok := strings.CutPrefix(uri, "mcpq://tasks/")
+	if !ok {
+		return "", "", false
+	}
+	taskID, name, ok = strings.Cut(rest, "/artifacts/")
+	if !ok || !ValidID(taskID) || !ValidArtifactName(name) {
+		return "", "", false
+	}
+	return taskID, name, true
+}
+
+// ValidArtifactName reports whether name may name an artifact: 1 to 128 of
+// letters, digits, ".", "_" and "-", not starting with ".".
+func ValidArtifactName(name string) bool {
+	if name == "" || len(name) > 128 || name[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -34,6 +35,11 @@ type BlobArgs struct {
 	Bytes int    `json:"bytes" jsonschema:"how many bytes to return"`
 	Kind  string `json:"kind,omitempty" jsonschema:"text (the default): that many characters; image: that many bytes of a PNG-typed image"`
 	Echo  string `json:"echo,omitempty" jsonschema:"returned as the result's second text block, so large arguments can be checked"`
+}
+
+type ExportArgs struct {
+	Bytes int    `json:"bytes" jsonschema:"the size of the export, in bytes"`
+	Name  string `json:"name,omitempty" jsonschema:"the artifact's name (default export.bin)"`
 }
 
 type FailArgs struct {
@@ -104,6 +110,20 @@ func Register(mux *consumer.Mux) {
 			res.Content = append(res.Content, consumer.Text(c.Args.Echo))
 		}
 		return res, nil
+	})
+
+	consumer.Handle(mux, consumer.Tool{
+		Name: "export", Title: "Export", Description: "Writes an export of the given size as an artifact of the task and returns a link to it (read it with resources/read).",
+	}, func(ctx context.Context, c *consumer.Call[ExportArgs]) (*consumer.Result, error) {
+		name := c.Args.Name
+		if name == "" {
+			name = "export.bin"
+		}
+		link, err := c.Artifact(ctx, name, "application/octet-stream", strings.NewReader(pattern(c.Args.Bytes)))
+		if err != nil {
+			return nil, err
+		}
+		return &consumer.Result{Content: []consumer.Content{consumer.Text(fmt.Sprintf("exported %d bytes", c.Args.Bytes)), link}}, nil
 	})
 
 	consumer.Handle(mux, consumer.Tool{

@@ -391,6 +391,9 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 	if n, ok := params["taskId"].(string); ok {
 		req.Header.Set("Mcp-Name", n)
 	}
+	if n, ok := params["uri"].(string); ok && method == "resources/read" {
+		req.Header.Set("Mcp-Name", n)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return err

@@ -54,7 +54,9 @@ type config struct {
 	// --phase rss: api memory as tasks accumulate (rss.go) instead of (a)–(e)
 	phase              string
 	rssFirst, rssTasks int
-	rssSettle          time.Duration
+	// --phase large: the api serving large results (large.go)
+	largeTasks, largeBytes int
+	rssSettle              time.Duration
 }
 
 func main() {
@@ -74,13 +76,15 @@ func main() {
 	fs.StringVar(&c.logLevel, "log-level", "warn", "--log-level of api and worker (info logs two lines per task)")
 	fs.StringVar(&c.redisURL, "redis", defaultRedis(), "asynq: Redis URL (env MCPQ_TEST_REDIS)")
 	fs.StringVar(&c.pprofDir, "pprof", "", "write CPU profiles here: the in-process ceiling, and api, worker (built with a pprof overlay) and nats-server during the C-concurrency task and sync phases")
-	fs.StringVar(&c.phase, "phase", "all", "all: phases (a)–(e); rss: the api's resident memory after --rss-first and --rss-tasks completed tasks")
+	fs.StringVar(&c.phase, "phase", "all", "all: phases (a)–(e); rss: the api's resident memory after --rss-first and --rss-tasks completed tasks; large: the api's resident memory while clients fetch large results")
+	fs.IntVar(&c.largeTasks, "large-tasks", 10, "large: results stored, and clients fetching them at once")
+	fs.IntVar(&c.largeBytes, "large-bytes", 20_000_000, "large: the size of each result")
 	fs.IntVar(&c.rssFirst, "rss-first", 10000, "rss: first reading after this many completed tasks")
 	fs.IntVar(&c.rssTasks, "rss-tasks", 100000, "rss: second reading after this many completed tasks")
 	fs.DurationVar(&c.rssSettle, "rss-settle", 5*time.Second, "rss: idle time before each reading")
 	_ = fs.Parse(os.Args[1:])
-	if c.phase != "all" && c.phase != "rss" || c.rssFirst < 1 || c.rssTasks < c.rssFirst {
-		fmt.Fprintln(os.Stderr, "bench: --phase all|rss, 1 ≤ --rss-first ≤ --rss-tasks")
+	if c.phase != "all" && c.phase != "rss" && c.phase != "large" || c.rssFirst < 1 || c.rssTasks < c.rssFirst || c.largeTasks < 1 || c.largeBytes < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --phase all|rss|large, 1 ≤ --rss-first ≤ --rss-tasks, --large-tasks and --large-bytes ≥ 1")
 		os.Exit(2)
 	}
 	switch brokerFlag {
@@ -146,11 +150,12 @@ type backendRun struct {
 	name, desc               string
 	ceil, ceilOps            *result
 	task, sync, task1, sync1 *result
-	syncRand                 *result // sync, one at a time, randomly timed
-	syncQuiet                *result // sync, one at a time, each after a quiet spell (asynq)
-	rss                      *rssRun // --phase rss
-	idle                     *result // no calls: the cost of waiting for work
-	idleCmds                 float64 // asynq: Redis commands/s while idle
+	syncRand                 *result   // sync, one at a time, randomly timed
+	syncQuiet                *result   // sync, one at a time, each after a quiet spell (asynq)
+	rss                      *rssRun   // --phase rss
+	large                    *largeRun // --phase large
+	idle                     *result   // no calls: the cost of waiting for work
+	idleCmds                 float64   // asynq: Redis commands/s while idle
 	durability               string
 	err                      error
 }
@@ -180,16 +185,21 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if c.phase == "rss" {
+		switch c.phase {
+		case "rss":
 			if r.rss != nil {
 				printRSS(os.Stdout, c, r.name, r.rss)
 			}
-		} else {
+		case "large":
+			if r.large != nil {
+				printLarge(os.Stdout, r.name, r.large)
+			}
+		default:
 			printBackend(os.Stdout, c, r)
 		}
 		runs = append(runs, r)
 	}
-	if c.phase != "rss" {
+	if c.phase == "all" {
 		printSummary(os.Stdout, c, runs)
 		printNotes(os.Stdout, c, runs)
 	}
@@ -342,7 +352,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 
 // ceilings runs (a) and (a′) in-process, before any api or worker runs.
 func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Options, prefix string, pids map[string]int, prof func(string) string) error {
-	if c.phase == "rss" {
+	if c.phase != "all" {
 		return nil
 	}
 	phase := func(label string) { logf("%s: %s", r.name, label) }
@@ -411,8 +421,12 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		return err
 	}
 	pids["api"], pids["worker"] = api.pid(), worker.pid()
-	if c.phase == "rss" {
+	switch c.phase {
+	case "rss":
 		r.rss, err = runRSS(ctx, c, cli, api, worker)
+		return err
+	case "large":
+		r.large, err = runLarge(ctx, c, cli, api)
 		return err
 	}
 

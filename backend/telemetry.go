@@ -25,19 +25,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
-// otelExporterDefault is --otel-exporter's default: OTEL_TRACES_EXPORTER
-// (the OpenTelemetry convention; "console" means stdout), else none.
-func otelExporterDefault() string {
-	switch v := os.Getenv("OTEL_TRACES_EXPORTER"); v {
-	case "console":
-		return "stdout"
-	case "":
-		return "none"
-	default:
-		return v
-	}
-}
-
 // TracerProvider builds what --otel-exporter asks for: none (a no-op
 // provider: tracing costs nothing), stdout (spans as JSON on standard
 // output) or otlp (OTLP over HTTP; endpoint, headers and TLS from the
@@ -50,7 +37,7 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 	switch o.OTelExporter {
 	case "", "none":
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
-	case "stdout":
+	case "stdout", "console":
 		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
 	case "otlp":
 		exp, err = otlptracehttp.New(ctx)

@@ -52,18 +52,16 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 }
 
-// Flags registers the worker flags on fs, defaulting from the environment.
+// Flags registers the worker flags on fs, defaulting from the environment
+// strictly (backend.Env).
 func (w *Options) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&w.Concurrency, "concurrency", backend.EnvInt("MCPQ_CONCURRENCY", 8), "handlers run at once (env MCPQ_CONCURRENCY)")
-	fs.DurationVar(&w.Lease, "lease", backend.EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
-	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
-	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
-	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
-	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
-		w.Tools = backend.SplitList(v)
-		return nil
-	})
-	w.Tools = backend.SplitList(os.Getenv("MCPQ_TOOLS"))
+	e := backend.EnvOf(fs)
+	e.Int(&w.Concurrency, "concurrency", "MCPQ_CONCURRENCY", 8, "handlers run at once")
+	e.Duration(&w.Lease, "lease", "MCPQ_LEASE", 30*time.Second, "job lease; a crashed worker's job is redelivered after it")
+	e.Int(&w.MaxAttempts, "max-attempts", "MCPQ_MAX_ATTEMPTS", 3, "runs of a task before it is failed")
+	e.Duration(&w.Grace, "shutdown-grace", "MCPQ_SHUTDOWN_GRACE", 25*time.Second, "time running handlers get to finish on SIGTERM")
+	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
+	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
 }
 
 // New builds a consumer.Worker on b.
@@ -81,14 +79,16 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 // Main is the whole main of a worker binary: it parses the flags (and their
 // environment variables) from os.Args, connects the backend, runs the tools
 // register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
-// reason on standard error when it cannot start or run, 2 for bad flags.
+// reason on standard error when it cannot start or run, 2 for bad flags or
+// environment variables (backend.Env); --print-config prints the settings
+// and exits 0.
 func Main(name string, register func(*consumer.Mux)) {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var opts backend.Options
 	var wo Options
 	opts.Flags(fs)
 	wo.Flags(fs)
-	_ = fs.Parse(os.Args[1:])
+	backend.ParseFlagsOrExit(fs, os.Args[1:])
 	log := opts.Logger(name)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

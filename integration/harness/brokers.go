@@ -4,12 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
 // LogDir is where StartLogged writes process logs: $MCPQ_FAULTS_LOGS (kept
@@ -212,25 +213,20 @@ type RedisServer struct {
 }
 
 // RedisServerBin is the redis-server the fault suite runs: $MCPQ_REDIS_SERVER
-// or the machine's.
-func RedisServerBin() string {
+// or the one on PATH (redistest.Bin fails the test without one).
+func RedisServerBin(t testing.TB) string {
+	t.Helper()
 	if b := os.Getenv("MCPQ_REDIS_SERVER"); b != "" {
 		return b
 	}
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	return "/usr/bin/redis-server"
+	return redistest.Bin(t)
 }
 
 // StartRedis starts a private Redis with AOF on (appendfsync always) and
 // waits until it accepts connections.
 func StartRedis(t testing.TB, logDir string) *RedisServer {
 	t.Helper()
-	bin := RedisServerBin()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the fault suite needs a redis-server binary (set MCPQ_REDIS_SERVER): %v", err)
-	}
+	bin := RedisServerBin(t)
 	r := &RedisServer{Port: FreePort(t), Dir: t.TempDir(), bin: bin, logDir: logDir, t: t}
 	r.launch(t)
 	return r

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
 // Bins are the binaries under test, built once per test binary.
@@ -247,20 +249,16 @@ func NATS(t testing.TB, b *Bins) (url string, p *Proc) {
 	return fmt.Sprintf("nats://127.0.0.1:%d", port), p
 }
 
-// RedisURL is the Redis the asynq backend tests use: MCPQ_TEST_REDIS or the
-// machine's 127.0.0.1:6379.
-func RedisURL() string {
-	if u := os.Getenv("MCPQ_TEST_REDIS"); u != "" {
-		if !strings.Contains(u, "://") {
-			u = "redis://" + u
-		}
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
+// RedisURL is the Redis the asynq backend tests use: MCPQ_TEST_REDIS, or
+// the private redis-server this test binary starts on first use
+// (redistest.Addr).
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	return redistest.URL(t)
 }
 
 // NewBackend starts what backend name needs (a nats-server for "nats";
-// "asynq" uses the running Redis) and removes the test's Redis keys, all
+// "asynq" uses the Redis of RedisURL) and removes the test's Redis keys, all
 // named by prefix, when the test ends.
 func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 	t.Helper()
@@ -269,7 +267,7 @@ func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 		url, p := NATS(t, b)
 		return Backend{Name: name, Args: []string{"--nats", url}, NATS: p}
 	case "asynq":
-		url := RedisURL()
+		url := RedisURL(t)
 		t.Cleanup(func() { dropRedisKeys(t, url, prefix) })
 		return Backend{Name: name, Args: []string{"--broker", "asynq", "--redis", url}}
 	}

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -47,6 +46,8 @@ type Options struct {
 	Broker   string // "nats" or "asynq"
 	RedisURL string
 	NATSURL  string
+	// NATSAuth is how to authenticate to NATS and secure the connection.
+	NATSAuth NATSAuth
 	// AsynqPoll is how often idle asynq consumers look for jobs,
 	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
 	AsynqPoll, AsynqBusyPoll time.Duration
@@ -82,7 +83,8 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	e.String(&o.AsynqQueues, "asynq-queues", "MCPQ_ASYNQ_QUEUES", "", "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed)")
 	e.String(&o.AsynqToolQueues, "asynq-tool-queues", "MCPQ_ASYNQ_TOOL_QUEUES", "", "asynq backend: removed (every tool has its own queue now; set priorities with --asynq-queues tool=priority); refused when set")
 	e.Duration(&o.ToolRetention, "tool-retention", "MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention, "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once")
-	e.String(&o.NATSURL, "nats", "NATS_URL", "", "nats backend: NATS server URL")
+	e.String(&o.NATSURL, "nats", "NATS_URL", "", "nats backend: NATS server URL (nats:// or tls://; several comma-separated)")
+	o.NATSAuth.flags(e)
 	e.String(&o.Prefix, "prefix", "MCPQ_PREFIX", "mcpq", "name prefix for streams, buckets and subjects")
 	e.Choice(&o.LogLevel, "log-level", "MCPQ_LOG_LEVEL", "info", "log level: debug, info, warn, error", "debug", "info", "warn", "error")
 	e.Choice(&o.NATSStorage, "nats-storage", "MCPQ_NATS_STORAGE", "file", "nats backend: storage of the job stream and the KV buckets: file, or memory (a NATS restart loses every task)", "file", "memory")
@@ -125,20 +127,9 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(o.NATSURL,
-		nats.Name(name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("NATS disconnected; reconnecting")
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
-		}),
-	)
+	nc, err := o.connectNATS(ctx, name, log)
 	if err != nil {
-		return nil, fmt.Errorf("backend: connect NATS %s: %w", o.NATSURL, err)
+		return nil, err
 	}
 	b := &Backend{close: []func(){func() { _ = nc.Drain() }}}
 	js, err := jetstream.New(nc)

@@ -120,7 +120,9 @@ func public(t testing.TB, kp nkeys.KeyPair) string {
 	return p
 }
 
-func encode(t testing.TB, c interface{ Encode(nkeys.KeyPair) (string, error) }, signer nkeys.KeyPair) string {
+func encode(t testing.TB, c interface {
+	Encode(nkeys.KeyPair) (string, error)
+}, signer nkeys.KeyPair) string {
 	t.Helper()
 	s, err := c.Encode(signer)
 	if err != nil {

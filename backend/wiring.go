@@ -46,8 +46,10 @@ type Options struct {
 	Broker   string // "nats" or "asynq"
 	RedisURL string
 	NATSURL  string
-	// NATSAuth is how to authenticate to NATS and secure the connection.
+	// NATSAuth is how to authenticate to NATS and secure the connection;
+	// Redis how to reach Redis besides RedisURL (Sentinel, ACL, TLS).
 	NATSAuth NATSAuth
+	Redis    RedisConn
 	// AsynqPoll is how often idle asynq consumers look for jobs,
 	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
 	AsynqPoll, AsynqBusyPoll time.Duration
@@ -77,7 +79,8 @@ type Options struct {
 func (o *Options) Flags(fs *flag.FlagSet) {
 	e := EnvOf(fs)
 	e.Choice(&o.Broker, "broker", "MCPQ_BROKER", "nats", "backend for queue, state and bus: nats or asynq", "nats", "asynq", "redis")
-	e.String(&o.RedisURL, "redis", "REDIS_URL", "redis://127.0.0.1:6379/0", "asynq backend: Redis URL")
+	e.String(&o.RedisURL, "redis", "REDIS_URL", "redis://127.0.0.1:6379/0", "asynq backend: Redis URL: redis://, rediss:// (TLS), or redis+sentinel://[user:password@]host:port[,host:port…]/master[/db] (rediss+sentinel:// for TLS)")
+	o.Redis.flags(e)
 	e.Duration(&o.AsynqPoll, "asynq-poll", "MCPQ_ASYNQ_POLL", 100*time.Millisecond, "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load")
 	e.Duration(&o.AsynqBusyPoll, "asynq-busy-poll", "MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond, "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off")
 	e.String(&o.AsynqQueues, "asynq-queues", "MCPQ_ASYNQ_QUEUES", "", "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed)")

@@ -122,32 +122,83 @@ type Server struct {
 	Port int
 	Dir  string
 	Cmd  *exec.Cmd
+	out  *logBuffer
 }
 
 // URL is the server's redis:// URL, database 0.
 func (s *Server) URL() string { return "redis://" + s.Addr + "/0" }
 
+// Output is what the server logged so far.
+func (s *Server) Output() string { return s.out.String() }
+
 // Start runs a private redis-server on a free port in a temporary
 // directory, without persistence unless args say otherwise (later
-// arguments win), until the test ends, and waits until it answers PING.
+// arguments win), until the test ends, and waits until it is ready.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin := Bin(t)
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: t.TempDir()}
+	return start(t, port, args)
+}
+
+// StartTLS is Start with TLS only: the port speaks TLS with the server
+// certificate cert/key, and clients must present a certificate signed by
+// the CA in caFile.
+func StartTLS(t testing.TB, cert, key, caFile string, args ...string) *Server {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start(t, port, append([]string{"--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", caFile, "--tls-auth-clients", "yes"}, args...))
+}
+
+func start(t testing.TB, port int, args []string) *Server {
+	t.Helper()
+	bin := Bin(t)
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: t.TempDir(), out: &logBuffer{}}
 	s.Cmd = exec.Command(bin, append(serverArgs(port, s.Dir), args...)...)
+	s.Cmd.Stdout, s.Cmd.Stderr = s.out, s.out
 	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatalf("redistest: start %s: %v", bin, err)
 	}
-	t.Cleanup(func() { _ = s.Cmd.Process.Kill(); _ = s.Cmd.Wait() })
-	if err := waitPing(s.Addr); err != nil {
-		t.Fatalf("redistest: %v", err)
+	exited := make(chan struct{})
+	go func() { _ = s.Cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { _ = s.Cmd.Process.Kill(); <-exited })
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(s.out.String(), "Ready to accept connections") {
+		select {
+		case <-exited:
+			t.Fatalf("redistest: redis-server %v exited:\n%s", args, s.out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: redis-server not ready after 10s:\n%s", s.out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	return s
+}
+
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // waitPing polls addr with PING (a server that requires a password

@@ -160,7 +160,16 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	if err := p.start(ctx, JobFor(t)); err != nil {
+	retried, err := p.start(ctx, JobFor(t))
+	if err == nil && retried {
+		// A publish that needed retries may have spanned a failover of
+		// the store (a Redis primary lost before it replicated the
+		// record): acknowledge only a record that is still there.
+		if _, gerr := p.store.Get(ctx, id); gerr != nil {
+			err = fmt.Errorf("the task record is gone after the job was queued (lost in a failover?): %w", gerr)
+		}
+	}
+	if err != nil {
 		p.cfg.Logger.Error().Err(err).Str("task", id).Str("tool", r.Tool).Msg("job start failed; marking task failed")
 		// The caller's ctx may be what failed; the failure must still be recorded.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -186,19 +195,20 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 }
 
 // start publishes job, retrying for up to StartRetry (50 ms, 100 ms, … up
-// to 1 s apart) while the caller waits.
-func (p *Producer) start(ctx context.Context, job *broker.Job) error {
+// to 1 s apart) while the caller waits; retried says it took more than one
+// try.
+func (p *Producer) start(ctx context.Context, job *broker.Job) (retried bool, err error) {
 	giveUp := time.Now().Add(p.cfg.StartRetry)
 	wait := 50 * time.Millisecond
-	for {
+	for try := 0; ; try++ {
 		err := p.exec.Start(ctx, job)
 		if err == nil || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
-			return err
+			return try > 0, err
 		}
 		p.cfg.Logger.Warn().Err(err).Str("task", job.TaskID).Dur("retry_in", wait).Msg("job publish failed; retrying")
 		select {
 		case <-ctx.Done():
-			return err
+			return true, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)

@@ -21,8 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
@@ -278,11 +277,10 @@ func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 // dropRedisKeys deletes the keys a system with this prefix made: its own
 // ("<prefix>:…") and its tools' Asynq queues' ("asynq:{<prefix>.tool.…}:…").
 func dropRedisKeys(t testing.TB, url, prefix string) {
-	opt, err := redis.ParseURL(url)
+	rdb, err := (&backend.Options{RedisURL: url}).RedisClient("test-cleanup")
 	if err != nil {
 		return
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

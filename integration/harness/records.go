@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -99,11 +100,10 @@ func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate
 }
 
 func redisRecords(ctx context.Context, url, keyPrefix string) (map[string]*taskstate.Task, error) {
-	opt, err := redis.ParseURL(url)
+	rdb, err := (&backend.Options{RedisURL: url}).RedisClient("fault-suite-reader")
 	if err != nil {
 		return nil, err
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	out := map[string]*taskstate.Task{}
 	iter := rdb.Scan(ctx, 0, keyPrefix+"*", 500).Iterator()

@@ -49,7 +49,7 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	bus := asynqbroker.NewBus(rdb, acfg)
 	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":", ToolRetention: o.ToolRetention})
 	log.Info().Stringer("redis", target).Msg("Redis connected")
-	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st}
+	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st, system: "redis", destination: aq.QueueName}
 	b.close = []func(){
 		func() { _ = rdb.Close() },
 		func() { _ = st.Close() },

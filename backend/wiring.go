@@ -32,6 +32,10 @@ type Backend struct {
 	Store   taskstate.Store
 	Catalog taskstate.Catalog
 	close   []func()
+	// The messaging.system of the broker, and where a route's jobs go
+	// (messaging.destination.name), for the spans.
+	system      string
+	destination func(route string) string
 }
 
 // Close releases connections in reverse order of opening.
@@ -155,6 +159,8 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	log.Info().Str("storage", o.NATSStorage).Int("replicas", o.NATSReplicas).Msg("NATS job stream and buckets ready")
 	b.close = append(b.close, func() { _ = st.Close() })
 	b.Queue, b.Bus, b.Store, b.Catalog = q, natsbroker.NewBus(nc, o.brokerConfig()), st, st
+	subject := q.Names().Subject
+	b.system, b.destination = "nats", func(route string) string { return subject + "." + natsbroker.Token(route) }
 	return b, nil
 }
 

@@ -130,7 +130,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		id = taskstate.NewID()
 	}
 	tel := p.cfg.Telemetry
-	ctx, end := tel.StartSpan(ctx, "task.create", "mcpq.task.id", id, "gen_ai.tool.name", r.Tool)
+	ctx, end := tel.StartCreate(ctx, id, r.Kind, r.Tool)
 	defer end(nil)
 	t := &taskstate.Task{
 		ID:             id,
@@ -189,7 +189,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	tel.TaskCreated(r.Tool)
-	p.cfg.Logger.Info().Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
+	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
 		Str("era", string(r.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status)).Msg("task created")
 	return t, nil
 }
@@ -259,7 +259,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
 	}
 	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Cancelled))
-	p.cfg.Logger.Info().Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
+	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
 		Dur("took", t.LastUpdatedAt.Sub(t.CreatedAt)).Str("status", string(t.Status)).Msg("task cancelled")
 	return t, nil
 }

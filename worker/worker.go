@@ -131,7 +131,8 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	}
 	defer backend.FlushSpans(flush, log)
 	reg := backend.NewRegistry()
-	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	wo.Telemetry = b.Telemetry(reg, tp)
 	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) { return keys, nil })
 	w := wo.New(b, log)
 	if wo.Admin != "" {

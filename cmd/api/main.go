@@ -44,7 +44,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 
@@ -286,7 +285,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return err
 	}
 	defer backend.FlushSpans(flush, log)
-	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	tel := b.Telemetry(reg, tp)
 	tel.WatchQueue(b.Queue, catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,29 +37,12 @@ type tracedSystem struct {
 	url   string
 	spans *tracetest.InMemoryExporter
 	tp    *sdktrace.TracerProvider
-	logs  *syncLog // the worker's and the api's log lines
+	logs  *harness.SyncBuffer // the worker's and the api's log lines
 	// calls receives the trace context of each HTTP request a "traced"
 	// handler makes, as the server it calls reads it.
 	calls chan trace.SpanContext
 }
 
-// syncLog is a log sink safe for concurrent writers.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func newTracedSystem(t *testing.T) *tracedSystem {
 	t.Helper()
@@ -69,7 +51,7 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tel := telemetry.New(&telemetry.Config{Registerer: prometheus.NewRegistry(), TracerProvider: tp,
 		MessagingSystem: "nats", Destination: func(route string) string { return "dest." + route }})
-	logs := &syncLog{}
+	logs := &harness.SyncBuffer{}
 	log := zerolog.New(logs)
 
 	// A server a handler calls, reading the trace context as an

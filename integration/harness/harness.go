@@ -106,23 +106,25 @@ func FreePort(t testing.TB) int {
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer safe for concurrent writers: process output, log
+// sinks of in-process components.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -138,7 +140,7 @@ func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 // start is Start with the output also copied to also (nil: only kept in memory).
 func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout = p.out
 	if also != nil {
 		p.cmd.Stdout = io.MultiWriter(p.out, also)

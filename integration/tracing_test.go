@@ -43,7 +43,6 @@ type tracedSystem struct {
 	calls chan trace.SpanContext
 }
 
-
 func newTracedSystem(t *testing.T) *tracedSystem {
 	t.Helper()
 	spans := tracetest.NewInMemoryExporter()

@@ -132,6 +132,7 @@ func TestRedisTarget(t *testing.T) {
 		{"redis+sentinel://u:p%40ss@h1:26379,h2:26379/mymaster/2", RedisConn{}, `primary "mymaster" via Sentinel h1:26379,h2:26379 user u pass p@ss db 2`},
 		{"rediss+sentinel://[::1]:26379,h2:26379/m", RedisConn{SentinelPassword: "sp"}, `primary "m" via Sentinel [::1]:26379,h2:26379 user  pass  db 0 tls sentinel-pass sp`},
 		{"redis://:pw@ignored:1/3", RedisConn{Sentinels: "s1:26379, s2:26379", Master: "mm"}, `primary "mm" via Sentinel s1:26379,s2:26379 user  pass pw db 3`},
+		{"redis:///0", RedisConn{Sentinels: "s1:26379,s2:26379", Master: "mymaster", User: "app", Password: "s3"}, `primary "mymaster" via Sentinel s1:26379,s2:26379 user app pass s3 db 0`},
 		{"redis://127.0.0.1:6379/0", RedisConn{Master: "mm"}, "--redis-master \"mm\" needs --redis-sentinels"},
 		{"redis://127.0.0.1:6379/0", RedisConn{Sentinels: "s1:26379"}, "--redis-sentinels needs --redis-master"},
 		{"redis+sentinel://s1:26379/m", RedisConn{Sentinels: "s1:26379"}, "give them once"},

@@ -82,17 +82,6 @@ func (t *redisTarget) String() string {
 	return t.plain.Addr
 }
 
-// RedisClient is a client of the Redis that --redis and the Redis flags
-// name (a primary through Sentinel, TLS, an ACL user), made as ConnectRedis
-// makes its own; name is its CLIENT SETNAME.
-func (o *Options) RedisClient(name string) (*redis.Client, error) {
-	t, err := o.redisTarget()
-	if err != nil {
-		return nil, err
-	}
-	return t.client(name), nil
-}
-
 // redisTarget reads --redis and the RedisConn flags.
 func (o *Options) redisTarget() (*redisTarget, error) {
 	r := &o.Redis

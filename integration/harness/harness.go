@@ -21,7 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
@@ -236,6 +237,9 @@ func Eventually(t testing.TB, within time.Duration, cond func() (bool, string)) 
 type Backend struct {
 	Name string // "nats" or "asynq"
 	Args []string
+	// Redis makes a client of the asynq backend's Redis for reading the
+	// store (nil: one of the --redis URL).
+	Redis func() *redis.Client
 	// NATS is the nats-server process (nats backend only).
 	NATS *Proc
 }
@@ -279,10 +283,11 @@ func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 // dropRedisKeys deletes the keys a system with this prefix made: its own
 // ("<prefix>:…") and its tools' Asynq queues' ("asynq:{<prefix>.tool.…}:…").
 func dropRedisKeys(t testing.TB, url, prefix string) {
-	rdb, err := (&backend.Options{RedisURL: url}).RedisClient("test-cleanup")
+	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return
 	}
+	rdb := redis.NewClient(opt)
 	defer rdb.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -52,7 +52,10 @@ func (h *RedisHA) URL() string {
 
 // Backend is the asynq backend on the primary the Sentinel names.
 func (h *RedisHA) Backend() Backend {
-	return Backend{Name: "asynq", Args: []string{"--broker", "asynq", "--redis", h.URL()}}
+	return Backend{Name: "asynq", Args: []string{"--broker", "asynq", "--redis", h.URL()},
+		Redis: func() *redis.Client {
+			return redis.NewFailoverClient(&redis.FailoverOptions{MasterName: h.Master, SentinelAddrs: []string{fmt.Sprintf("127.0.0.1:%d", h.Sentinel.Port)}})
+		}}
 }
 
 // PrimaryPort asks the Sentinel which port the primary is on now.

@@ -55,6 +55,12 @@ func TestConfigStrictEnvironment(t *testing.T) {
 					t.Errorf("%s %s: exit status %d, output:\n%s\nwant a non-zero status and %q", c.env, name, code, out, c.want)
 				}
 			}
+			if name == "api" {
+				out, code := runBinary(t, bin, []string{"MCPQ_FAULT=oops"}, args...)
+				if code == 0 || !strings.Contains(out, `MCPQ_FAULT="oops": want kill-after-record`) {
+					t.Errorf("MCPQ_FAULT=oops: exit status %d, output:\n%s", code, out)
+				}
+			}
 			// true turns it on: memory storage is then refused.
 			out, code := runBinary(t, bin, []string{"MCPQ_REQUIRE_DURABLE=true", "MCPQ_NATS_STORAGE=memory"}, args...)
 			if code == 0 || !strings.Contains(out, "--require-durable: --nats-storage is memory") {

@@ -230,21 +230,21 @@ func (c *config) publicBase() (string, error) {
 
 // faultHook returns the fault to inject between writing a task's record and
 // publishing its job, named by MCPQ_FAULT, for the fault suite:
-// "kill-after-record" SIGKILLs this process there. Unset: none.
-func faultHook(log zerolog.Logger) func(*taskstate.Task) {
+// "kill-after-record" SIGKILLs this process there. Unset: none; anything
+// else refuses to start.
+func faultHook(log zerolog.Logger) (func(*taskstate.Task), error) {
 	switch f := os.Getenv("MCPQ_FAULT"); f {
 	case "":
-		return nil
+		return nil, nil
 	case "kill-after-record":
 		log.Warn().Str("fault", f).Msg("fault injection on: the first task record written kills this process before its job is published")
 		return func(t *taskstate.Task) {
 			log.Warn().Str("task", t.ID).Msg("fault: killing the api between record and publish")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
-		}
+		}, nil
 	default:
-		log.Error().Str("fault", f).Msg("unknown MCPQ_FAULT; no fault injected")
-		return nil
+		return nil, fmt.Errorf("MCPQ_FAULT=%q: want kill-after-record, or leave it unset", f)
 	}
 }
 
@@ -252,6 +252,10 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Settings first: a server that must not start fails before it
 	// touches NATS or Redis.
 	authn, err := c.authenticator(ctx, log)
+	if err != nil {
+		return err
+	}
+	fault, err := faultHook(log)
 	if err != nil {
 		return err
 	}
@@ -317,7 +321,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
-		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: faultHook(log),
+		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: fault,
 	})
 	if c.reapInterval > 0 {
 		wg.Add(1)

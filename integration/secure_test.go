@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/internal/testpki"
 )
 
@@ -77,5 +78,41 @@ tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }
 			}
 		}
 		t.Logf("%s: refused after %s", bad.name, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// A Redis that speaks TLS only, verifies clients and knows ACL users only:
+// api and worker get URL, user, password, CA and client certificate from
+// the environment, a task completes, and asynqmon (in the api) reads the
+// queues through the same kind of connection; a wrong password refuses to
+// start, naming the flags to check.
+func TestSecureRedis(t *testing.T) {
+	t.Parallel()
+	b := harness.Build(t)
+	ca := testpki.NewCA(t, "redis")
+	cert, key := ca.Server(t, "redis-server")
+	ccert, ckey := ca.Client(t, "mcpq")
+	rs := redistest.StartTLS(t, cert, key, ca.CertFile, "--user", "default", "off", "--user", "app", "on", ">s3cret", "~*", "&*", "+@all")
+
+	env := []string{"MCPQ_BROKER=asynq", "REDIS_URL=rediss://" + rs.Addr + "/0", "MCPQ_REDIS_USER=app", "MCPQ_REDIS_PASSWORD=s3cret",
+		"MCPQ_REDIS_TLS_CA=" + ca.CertFile, "MCPQ_REDIS_TLS_CERT=" + ccert, "MCPQ_REDIS_TLS_KEY=" + ckey}
+	be := harness.Backend{Name: "asynq"}
+	prefix := "itsecureredis"
+	mcpURL, _ := harness.APILogged(t, b, be, prefix, "api", "", env, "--asynqmon")
+	harness.WorkerEnv(t, harness.LogDir(t), b.Worker, "worker", env, be, prefix)
+
+	c := harness.NewClient(mcpURL, true)
+	id := c.StartTask(t, "render_report", map[string]any{"title": "secure", "pages": 1})
+	if tk := c.WaitStatus(t, id, 20*time.Second, "completed", "failed", "cancelled"); tk.Status != "completed" {
+		t.Fatalf("task ended %s: %+v", tk.Status, tk)
+	}
+	if body := get(t, strings.TrimSuffix(mcpURL, "/mcp")+"/asynqmon/api/queues"); !strings.Contains(body, prefix+".tool.render_report") {
+		t.Errorf("asynqmon lists no queue of ours: %.300s", body)
+	}
+
+	bad := append(append([]string{}, env...), "MCPQ_REDIS_PASSWORD=guess")
+	out, code := runBinary(t, b.Worker, bad, "--prefix", prefix)
+	if code == 0 || !strings.Contains(out, "WRONGPASS") || !strings.Contains(out, "check --redis-user and --redis-password") {
+		t.Errorf("wrong password: exit status %d, output:\n%s", code, out)
 	}
 }

@@ -5,16 +5,11 @@ import (
 
 	"context"
 	"errors"
-	"fmt"
-	"net"
-	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
@@ -237,45 +232,12 @@ func TestRequireDurableRedisWithoutAOF(t *testing.T) {
 // the same with an evicting policy does not.
 func TestRequireDurableRedisWithAOF(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Skip("no redis-server on PATH")
-	}
-	url := startRedis(t, bin, "--appendonly", "yes", "--appendfsync", "everysec")
+	url := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec").URL()
 	if err := connectRedis(t, url, true); err != nil {
 		t.Fatalf("appendonly yes, noeviction: %v", err)
 	}
-	url = startRedis(t, bin, "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru")
+	url = redistest.Start(t, "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru").URL()
 	if err := connectRedis(t, url, true); err == nil || !strings.Contains(err.Error(), "maxmemory-policy allkeys-lru") {
 		t.Fatalf("appendonly yes, allkeys-lru: %v", err)
 	}
-}
-
-// startRedis runs a private redis-server with args on a free port in a
-// temporary directory until the test ends, and returns its URL.
-func startRedis(t *testing.T, bin string, args ...string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command(bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir(), "--save", ""}, args...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	url := fmt.Sprintf("redis://127.0.0.1:%d/0", port)
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	defer c.Close()
-	// Redis announces readiness only in its log: poll PING with a deadline.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(t.Context()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on port %d not answering after 10s", port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return url
 }

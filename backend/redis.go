@@ -11,22 +11,24 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
 	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 )
 
-// ConnectRedis connects to o.RedisURL and sets up the Redis seams: Asynq
-// queue, Redis pub/sub bus, Redis records and catalog.
+// ConnectRedis connects to the Redis of o.RedisURL and o.Redis (a primary
+// found through Sentinel, TLS, an ACL user) and sets up the Redis seams:
+// Asynq queue, Redis pub/sub bus, Redis records and catalog. Every seam
+// uses the one client, so a Sentinel failover moves all of them.
 func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Logger) (*Backend, error) {
-	opt, err := redis.ParseURL(o.RedisURL)
+	target, err := o.redisTarget()
 	if err != nil {
-		return nil, fmt.Errorf("backend: --redis %q: %w", o.RedisURL, err)
+		return nil, err
 	}
-	opt.ClientName = name
-	rdb := redis.NewClient(opt)
+	rdb := target.client(name)
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		_ = rdb.Close()
-		return nil, fmt.Errorf("backend: connect Redis %s: %w", o.RedisURL, err)
+		return nil, fmt.Errorf("backend: connect Redis %s: %w%s", target, err, redisHint(err))
 	}
 	if err := checkRedisDurability(ctx, rdb, log, o.RequireDurable); err != nil {
 		_ = rdb.Close()
@@ -38,15 +40,21 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 		_ = rdb.Close()
 		return nil, err
 	}
-	q := asynqbroker.NewQueue(rdb, acfg)
+	aq := asynqbroker.NewQueue(rdb, acfg)
+	var q broker.Queue = aq
+	if n := o.Redis.WaitReplicas; n > 0 {
+		q = &replicatedQueue{Queue: aq, rdb: rdb, n: n, timeout: o.Redis.WaitTimeout, key: o.Prefix + ":replication-barrier"}
+		log.Info().Int("replicas", n).Dur("timeout", o.Redis.WaitTimeout).Msg("Redis: a task is acknowledged once its writes are on the replicas (WAIT)")
+	}
 	bus := asynqbroker.NewBus(rdb, acfg)
 	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":", ToolRetention: o.ToolRetention})
-	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st}
+	log.Info().Stringer("redis", target).Msg("Redis connected")
+	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st, system: "redis", destination: aq.QueueName}
 	b.close = []func(){
 		func() { _ = rdb.Close() },
 		func() { _ = st.Close() },
 		func() { _ = bus.Close() },
-		func() { _ = q.Close() },
+		func() { _ = aq.Close() },
 	}
 	return b, nil
 }
@@ -88,10 +96,20 @@ func SplitList(s string) []string {
 	return out
 }
 
-// AsynqConnOpt is the connection asynqmon needs for the same Redis.
+// AsynqConnOpt is the connection asynqmon needs for the same Redis: its
+// clients are made exactly as ConnectRedis makes its own (Sentinel, TLS,
+// ACL user included).
 func (o *Options) AsynqConnOpt() (asynq.RedisConnOpt, error) {
-	return asynq.ParseRedisURI(o.RedisURL)
+	t, err := o.redisTarget()
+	if err != nil {
+		return nil, err
+	}
+	return asynqConnOpt{t}, nil
 }
+
+type asynqConnOpt struct{ t *redisTarget }
+
+func (a asynqConnOpt) MakeRedisClient() any { return a.t.client("asynqmon") }
 
 // checkRedisDurability warns loudly about settings under which Redis loses
 // tasks: an eviction policy that may drop keys, or no append-only file. With

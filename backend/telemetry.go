@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -25,19 +26,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
-// otelExporterDefault is --otel-exporter's default: OTEL_TRACES_EXPORTER
-// (the OpenTelemetry convention; "console" means stdout), else none.
-func otelExporterDefault() string {
-	switch v := os.Getenv("OTEL_TRACES_EXPORTER"); v {
-	case "console":
-		return "stdout"
-	case "":
-		return "none"
-	default:
-		return v
-	}
-}
-
 // TracerProvider builds what --otel-exporter asks for: none (a no-op
 // provider: tracing costs nothing), stdout (spans as JSON on standard
 // output) or otlp (OTLP over HTTP; endpoint, headers and TLS from the
@@ -50,7 +38,7 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 	switch o.OTelExporter {
 	case "", "none":
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
-	case "stdout":
+	case "stdout", "console":
 		exp, err = stdouttrace.New(stdouttrace.WithWriter(os.Stdout))
 	case "otlp":
 		exp, err = otlptracehttp.New(ctx)
@@ -70,6 +58,23 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 	}
 	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return p, p.Shutdown, nil
+}
+
+// SetGlobalTracing makes tp and telemetry.Propagator (W3C trace context
+// and baggage) the process's OpenTelemetry globals, so that handler code
+// using otel.Tracer, and instrumented clients (otelhttp and the like) that
+// read the global propagator, join the task's trace and pass it on.
+// worker.Run and api call it with the provider of TracerProvider; a
+// program with an OpenTelemetry setup of its own need not.
+func SetGlobalTracing(tp trace.TracerProvider) {
+	otel.SetTracerProvider(tp)
+	otel.SetTextMapPropagator(telemetry.Propagator())
+}
+
+// Telemetry is the telemetry of a process on b: metrics in reg, spans from
+// tp, the messaging attributes of b's broker.
+func (b *Backend) Telemetry(reg prometheus.Registerer, tp trace.TracerProvider) *telemetry.Telemetry {
+	return telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp, MessagingSystem: b.system, Destination: b.destination})
 }
 
 // NewRegistry is a Prometheus registry with the Go runtime and process

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -33,6 +32,10 @@ type Backend struct {
 	Store   taskstate.Store
 	Catalog taskstate.Catalog
 	close   []func()
+	// The messaging.system of the broker, and where a route's jobs go
+	// (messaging.destination.name), for the spans.
+	system      string
+	destination func(route string) string
 }
 
 // Close releases connections in reverse order of opening.
@@ -47,6 +50,10 @@ type Options struct {
 	Broker   string // "nats" or "asynq"
 	RedisURL string
 	NATSURL  string
+	// NATSAuth is how to authenticate to NATS and secure the connection;
+	// Redis how to reach Redis besides RedisURL (Sentinel, ACL, TLS).
+	NATSAuth NATSAuth
+	Redis    RedisConn
 	// AsynqPoll is how often idle asynq consumers look for jobs,
 	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
 	AsynqPoll, AsynqBusyPoll time.Duration
@@ -70,47 +77,29 @@ type Options struct {
 	OTelExporter   string // none, stdout or otlp: see TracerProvider
 }
 
-// Flags registers the shared flags on fs, defaulting from the environment.
+// Flags registers the shared flags on fs, defaulting from the environment
+// strictly (see Env): call ParseFlags (or CheckFlags after fs.Parse) to have
+// a bad variable refuse to start.
 func (o *Options) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&o.Broker, "broker", envOr("MCPQ_BROKER", "nats"), "backend for queue, state and bus: nats or asynq (env MCPQ_BROKER)")
-	fs.StringVar(&o.RedisURL, "redis", envOr("REDIS_URL", "redis://127.0.0.1:6379/0"), "asynq backend: Redis URL (env REDIS_URL)")
-	fs.DurationVar(&o.AsynqPoll, "asynq-poll", EnvDuration("MCPQ_ASYNQ_POLL", 100*time.Millisecond), "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load (env MCPQ_ASYNQ_POLL)")
-	fs.DurationVar(&o.AsynqBusyPoll, "asynq-busy-poll", EnvDuration("MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond), "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off (env MCPQ_ASYNQ_BUSY_POLL)")
-	fs.StringVar(&o.AsynqQueues, "asynq-queues", os.Getenv("MCPQ_ASYNQ_QUEUES"), "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed; env MCPQ_ASYNQ_QUEUES)")
-	fs.StringVar(&o.AsynqToolQueues, "asynq-tool-queues", os.Getenv("MCPQ_ASYNQ_TOOL_QUEUES"), "asynq backend: removed (every tool has its own queue now; set priorities with --asynq-queues tool=priority); refused when set (env MCPQ_ASYNQ_TOOL_QUEUES)")
-	fs.DurationVar(&o.ToolRetention, "tool-retention", EnvDuration("MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention), "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once (env MCPQ_TOOL_RETENTION)")
-	fs.StringVar(&o.NATSURL, "nats", os.Getenv("NATS_URL"), "nats backend: NATS server URL (env NATS_URL)")
-	fs.StringVar(&o.Prefix, "prefix", envOr("MCPQ_PREFIX", "mcpq"), "name prefix for streams, buckets and subjects (env MCPQ_PREFIX)")
-	fs.StringVar(&o.LogLevel, "log-level", envOr("MCPQ_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env MCPQ_LOG_LEVEL)")
-	fs.StringVar(&o.NATSStorage, "nats-storage", envOr("MCPQ_NATS_STORAGE", "file"), "nats backend: storage of the job stream and the KV buckets: file, or memory (a NATS restart loses every task) (env MCPQ_NATS_STORAGE)")
-	fs.IntVar(&o.NATSReplicas, "nats-replicas", EnvInt("MCPQ_NATS_REPLICAS", 1), "nats backend: replicas of the job stream and the KV buckets; 3 on a 3-node cluster survives the loss of a node (env MCPQ_NATS_REPLICAS)")
-	fs.BoolVar(&o.RequireDurable, "require-durable", os.Getenv("MCPQ_REQUIRE_DURABLE") == "1", "refuse to start on a backend that loses tasks when it restarts: Redis without appendonly yes (or with an evicting maxmemory-policy), NATS with --nats-storage memory (env MCPQ_REQUIRE_DURABLE=1)")
-	fs.BoolVar(&o.LogJSON, "log-json", os.Getenv("MCPQ_LOG_JSON") == "1", "log JSON lines instead of console text (env MCPQ_LOG_JSON=1)")
-	fs.StringVar(&o.OTelExporter, "otel-exporter", otelExporterDefault(), "where trace spans go: none, stdout, or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318) (env OTEL_TRACES_EXPORTER)")
+	e := EnvOf(fs)
+	e.Choice(&o.Broker, "broker", "MCPQ_BROKER", "nats", "backend for queue, state and bus: nats or asynq", "nats", "asynq", "redis")
+	e.String(&o.RedisURL, "redis", "REDIS_URL", "redis://127.0.0.1:6379/0", "asynq backend: Redis URL: redis://, rediss:// (TLS), or redis+sentinel://[user:password@]host:port[,host:port…]/master[/db] (rediss+sentinel:// for TLS)")
+	o.Redis.flags(e)
+	e.Duration(&o.AsynqPoll, "asynq-poll", "MCPQ_ASYNQ_POLL", 100*time.Millisecond, "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load")
+	e.Duration(&o.AsynqBusyPoll, "asynq-busy-poll", "MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond, "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off")
+	e.String(&o.AsynqQueues, "asynq-queues", "MCPQ_ASYNQ_QUEUES", "", "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed)")
+	e.String(&o.AsynqToolQueues, "asynq-tool-queues", "MCPQ_ASYNQ_TOOL_QUEUES", "", "asynq backend: removed (every tool has its own queue now; set priorities with --asynq-queues tool=priority); refused when set")
+	e.Duration(&o.ToolRetention, "tool-retention", "MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention, "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once")
+	e.String(&o.NATSURL, "nats", "NATS_URL", "", "nats backend: NATS server URL (nats:// or tls://; several comma-separated)")
+	o.NATSAuth.flags(e)
+	e.String(&o.Prefix, "prefix", "MCPQ_PREFIX", "mcpq", "name prefix for streams, buckets and subjects")
+	e.Choice(&o.LogLevel, "log-level", "MCPQ_LOG_LEVEL", "info", "log level: debug, info, warn, error", "debug", "info", "warn", "error")
+	e.Choice(&o.NATSStorage, "nats-storage", "MCPQ_NATS_STORAGE", "file", "nats backend: storage of the job stream and the KV buckets: file, or memory (a NATS restart loses every task)", "file", "memory")
+	e.Int(&o.NATSReplicas, "nats-replicas", "MCPQ_NATS_REPLICAS", 1, "nats backend: replicas of the job stream and the KV buckets; 3 on a 3-node cluster survives the loss of a node")
+	e.Bool(&o.RequireDurable, "require-durable", "MCPQ_REQUIRE_DURABLE", false, "refuse to start on a backend that loses tasks when it restarts: Redis without appendonly yes (or with an evicting maxmemory-policy), NATS with --nats-storage memory")
+	e.Bool(&o.LogJSON, "log-json", "MCPQ_LOG_JSON", false, "log JSON lines instead of console text")
+	e.Choice(&o.OTelExporter, "otel-exporter", "OTEL_TRACES_EXPORTER", "none", "where trace spans go: none, stdout (console), or otlp (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT, default http://localhost:4318)", "none", "stdout", "console", "otlp")
 	fs.Var(versionFlag{fs}, "version", "print the version and source revision, and exit")
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// EnvInt reads an integer from the environment, or def.
-func EnvInt(k string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
-	}
-	return def
-}
-
-// EnvDuration reads a duration from the environment, or def.
-func EnvDuration(k string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(os.Getenv(k)); err == nil {
-		return v
-	}
-	return def
 }
 
 // Logger builds the process logger.
@@ -146,20 +135,9 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(o.NATSURL,
-		nats.Name(name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn().Err(err).Msg("NATS disconnected; reconnecting")
-		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info().Str("url", c.ConnectedUrl()).Msg("NATS reconnected")
-		}),
-	)
+	nc, err := o.connectNATS(ctx, name, log)
 	if err != nil {
-		return nil, fmt.Errorf("backend: connect NATS %s: %w", o.NATSURL, err)
+		return nil, err
 	}
 	b := &Backend{close: []func(){func() { _ = nc.Drain() }}}
 	js, err := jetstream.New(nc)
@@ -182,6 +160,8 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	log.Info().Str("storage", o.NATSStorage).Int("replicas", o.NATSReplicas).Msg("NATS job stream and buckets ready")
 	b.close = append(b.close, func() { _ = st.Close() })
 	b.Queue, b.Bus, b.Store, b.Catalog = q, natsbroker.NewBus(nc, o.brokerConfig()), st, st
+	subject := q.Names().Subject
+	b.system, b.destination = "nats", func(route string) string { return subject + "." + natsbroker.Token(route) }
 	return b, nil
 }
 

@@ -37,6 +37,7 @@ type callState struct {
 	attempt int
 	args    json.RawMessage
 	meta    map[string]json.RawMessage
+	trace   map[string]any // trace_id and span_id of the run's span, for its log lines
 
 	// lost ends the handler when a write finds that another run took the
 	// task over (set once the run holds the lease).
@@ -108,7 +109,7 @@ func (c *callState) saw(t *taskstate.Task) {
 
 // Logger returns the worker's logger with the task's fields.
 func (c *callState) Logger() *zerolog.Logger {
-	l := c.w.log.With().Str("task", c.taskID).Str("tool", c.tool).Str("principal", c.owner).Int("attempt", c.attempt).Logger()
+	l := c.w.log.With().Fields(c.trace).Str("task", c.taskID).Str("tool", c.tool).Str("principal", c.owner).Int("attempt", c.attempt).Logger()
 	return &l
 }
 

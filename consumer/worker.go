@@ -362,7 +362,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
 	base, endRun := w.cfg.Telemetry.StartRun(base, job, d.Attempt()) // every write below is in this span
 	defer endRun()
-	log := w.log.With().Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
+	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
@@ -421,7 +421,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// starts from it and re-reads only if another writer came in between.
 	cs := &callState{
 		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner,
-		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec,
+		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec, trace: telemetry.LogFields(base),
 		parkAfter: w.parkAfter(e), inputTimeout: w.inputTimeout(e),
 	}
 	if cs.mode == "" {

@@ -131,7 +131,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		id = taskstate.NewID()
 	}
 	tel := p.cfg.Telemetry
-	ctx, end := tel.StartSpan(ctx, "task.create", "mcpq.task.id", id, "gen_ai.tool.name", r.Tool)
+	ctx, end := tel.StartCreate(ctx, id, r.Kind, r.Tool)
 	defer end(nil)
 	args, ref, err := p.putArgs(ctx, id, r.Arguments)
 	if err != nil {
@@ -167,7 +167,16 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	if err := p.start(ctx, JobFor(t)); err != nil {
+	retried, err := p.start(ctx, JobFor(t))
+	if err == nil && retried {
+		// A publish that needed retries may have spanned a failover of
+		// the store (a Redis primary lost before it replicated the
+		// record): acknowledge only a record that is still there.
+		if _, gerr := p.store.Get(ctx, id); gerr != nil {
+			err = fmt.Errorf("the task record is gone after the job was queued (lost in a failover?): %w", gerr)
+		}
+	}
+	if err != nil {
 		p.cfg.Logger.Error().Err(err).Str("task", id).Str("tool", r.Tool).Msg("job start failed; marking task failed")
 		// The caller's ctx may be what failed; the failure must still be recorded.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -188,25 +197,26 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	tel.TaskCreated(r.Tool)
-	p.cfg.Logger.Info().Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
+	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
 		Str("era", string(r.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status)).Msg("task created")
 	return t, nil
 }
 
 // start publishes job, retrying for up to StartRetry (50 ms, 100 ms, … up
-// to 1 s apart) while the caller waits.
-func (p *Producer) start(ctx context.Context, job *broker.Job) error {
+// to 1 s apart) while the caller waits; retried says it took more than one
+// try.
+func (p *Producer) start(ctx context.Context, job *broker.Job) (retried bool, err error) {
 	giveUp := time.Now().Add(p.cfg.StartRetry)
 	wait := 50 * time.Millisecond
-	for {
+	for try := 0; ; try++ {
 		err := p.exec.Start(ctx, job)
 		if err == nil || ctx.Err() != nil || time.Now().Add(wait).After(giveUp) {
-			return err
+			return try > 0, err
 		}
 		p.cfg.Logger.Warn().Err(err).Str("task", job.TaskID).Dur("retry_in", wait).Msg("job publish failed; retrying")
 		select {
 		case <-ctx.Done():
-			return err
+			return true, err
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
@@ -220,7 +230,7 @@ func (p *Producer) start(ctx context.Context, job *broker.Job) error {
 // reaper: the record is working and unheld, so its job is republished
 // after PublishGrace.
 func (p *Producer) Resume(ctx context.Context, t *taskstate.Task) error {
-	if err := p.start(ctx, JobFor(t)); err != nil {
+	if _, err := p.start(ctx, JobFor(t)); err != nil {
 		p.cfg.Logger.Warn().Err(err).Str("task", t.ID).Msg("resuming a parked task: job publish failed; the reaper republishes it")
 		return fmt.Errorf("producer: resume %s: %w", t.ID, err)
 	}
@@ -300,7 +310,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 	}
 	DropArgs(ctx, p.store, t, p.cfg.Logger)
 	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Cancelled))
-	p.cfg.Logger.Info().Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
+	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
 		Dur("took", t.LastUpdatedAt.Sub(t.CreatedAt)).Str("status", string(t.Status)).Msg("task cancelled")
 	return t, nil
 }

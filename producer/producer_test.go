@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,6 +204,50 @@ func TestCreateRetriesFailedStart(t *testing.T) {
 	}
 	if rec := get(t, st, tk.ID); rec.Status != taskstate.Working {
 		t.Fatalf("record %s after a retried start, want working", rec.Status)
+	}
+}
+
+// lossyStore is a store whose records vanish once lost is set, as records
+// the Redis primary had not yet replicated vanish in a failover.
+type lossyStore struct {
+	*natskv.Store
+	lost atomic.Bool
+}
+
+func (s *lossyStore) Get(ctx context.Context, id string) (*taskstate.Task, error) {
+	if s.lost.Load() {
+		return nil, taskstate.ErrNotFound
+	}
+	return s.Store.Get(ctx, id)
+}
+
+// A start that needed retries may have spanned a failover that lost the
+// record: Create checks the record is still there before acknowledging.
+func TestCreateRetriedStartChecksTheRecord(t *testing.T) {
+	t.Parallel()
+	st := &lossyStore{Store: newStore(t)}
+	var tries atomic.Int32
+	ex := &recorder{onStart: func(context.Context, *broker.Job) error {
+		if tries.Add(1) == 1 {
+			st.lost.Store(true) // the primary dies with the record
+			return errors.New("redis: connection refused")
+		}
+		return nil
+	}}
+	p := producer.New(st, ex, &producer.Config{StartRetry: time.Minute})
+	if _, err := p.Create(t.Context(), &producer.Request{Tool: "render"}); err == nil || !strings.Contains(err.Error(), "task record is gone") {
+		t.Fatalf("Create after the record was lost: %v, want an error", err)
+	}
+	st.lost.Store(false)
+	tries.Store(0)
+	ex.onStart = func(context.Context, *broker.Job) error {
+		if tries.Add(1) == 1 {
+			return errors.New("redis: connection refused")
+		}
+		return nil
+	}
+	if _, err := p.Create(t.Context(), &producer.Request{Tool: "render"}); err != nil {
+		t.Fatalf("Create with the record kept: %v", err)
 	}
 }
 

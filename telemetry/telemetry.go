@@ -25,6 +25,12 @@ type Config struct {
 	// TracerProvider makes the spans (nil or a noop provider: no spans,
 	// and no trace work at all on the hot paths).
 	TracerProvider trace.TracerProvider
+	// MessagingSystem is the messaging.system of the enqueue and run spans
+	// ("nats", "redis"; "" leaves the attribute out), and Destination, if
+	// set, the messaging.destination.name of a job's route (the NATS
+	// subject or Asynq queue its jobs go to).
+	MessagingSystem string
+	Destination     func(route string) string
 }
 
 // Telemetry is one process's metrics and tracer.
@@ -32,6 +38,15 @@ type Telemetry struct {
 	m      *metrics     // nil: no metrics
 	tracer trace.Tracer // nil: tracing off
 	prop   propagation.TextMapPropagator
+	system string
+	dest   func(route string) string
+}
+
+// Propagator is the propagation the spans follow: W3C trace context and
+// W3C baggage, in HTTP headers, in params._meta and in a job's Meta. The
+// binaries make it the process's global one too (backend.SetGlobalTracing).
+func Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
 // instrumentation names the tracer (the OpenTelemetry scope).
@@ -43,7 +58,7 @@ func New(cfg *Config) *Telemetry {
 	if cfg != nil {
 		c = *cfg
 	}
-	t := &Telemetry{prop: propagation.TraceContext{}}
+	t := &Telemetry{prop: Propagator(), system: c.MessagingSystem, dest: c.Destination}
 	if c.Registerer != nil {
 		t.m = newMetrics(c.Registerer)
 	}

@@ -205,3 +205,46 @@ func TestInjectAndContinue(t *testing.T) {
 		t.Errorf("write span statuses: skipped %v, conflict %v; want unset and error", skipped.Status, conflict.Status)
 	}
 }
+
+// The server span names the protocol version (from _meta, else the header)
+// and the 2025-11-25 session; baggage rides on a job like the trace
+// context; LogFields names the span.
+func TestRequestAttributesBaggageAndLogFields(t *testing.T) {
+	t.Parallel()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	tel := telemetry.New(&telemetry.Config{TracerProvider: tp})
+
+	h := http.Header{"Mcp-Session-Id": {"S1"}, "Mcp-Protocol-Version": {"2025-11-25"}, "Baggage": {"tenant=acme"}}
+	ctx, end := tel.StartRequest(context.Background(), h, "tools/call", json.RawMessage(`{"name":"echo"}`))
+	if f := telemetry.LogFields(ctx); f["trace_id"] != trace.SpanContextFromContext(ctx).TraceID().String() || f["span_id"] != trace.SpanContextFromContext(ctx).SpanID().String() {
+		t.Errorf("LogFields %v", f)
+	}
+	meta := tel.Inject(ctx, nil)
+	end()
+	if string(meta[telemetry.MetaBaggage]) != `"tenant=acme"` {
+		t.Errorf("job meta %s: want the baggage", meta)
+	}
+	if f := telemetry.LogFields(context.Background()); f != nil {
+		t.Errorf("LogFields without a span: %v", f)
+	}
+	_, end = tel.StartRequest(context.Background(), http.Header{"Mcp-Protocol-Version": {"2025-11-25"}}, "tasks/get",
+		json.RawMessage(`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}`))
+	end()
+	got := spans.GetSpans()
+	want := []map[string]string{
+		{"mcp.session.id": "S1", "mcp.protocol.version": "2025-11-25", "gen_ai.tool.name": "echo"},
+		{"mcp.protocol.version": "2026-07-28", "mcp.method.name": "tasks/get"},
+	}
+	for i, w := range want {
+		attrs := map[string]string{}
+		for _, a := range got[i].Attributes {
+			attrs[string(a.Key)] = a.Value.Emit()
+		}
+		for k, v := range w {
+			if attrs[k] != v {
+				t.Errorf("span %q: %s=%q, want %q (%v)", got[i].Name, k, attrs[k], v, attrs)
+			}
+		}
+	}
+}

@@ -15,11 +15,19 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// Keys of the W3C trace context, in HTTP headers, in a request's
-// params._meta and in a job's Meta.
+// Keys of the W3C trace context (and baggage), in HTTP headers, in a
+// request's params._meta and in a job's Meta.
 const (
 	MetaTraceParent = "traceparent"
 	MetaTraceState  = "tracestate"
+	MetaBaggage     = "baggage"
+)
+
+// Where the server span finds the protocol version and the session.
+const (
+	headerVersion = "MCP-Protocol-Version"
+	metaVersion   = "io.modelcontextprotocol/protocolVersion"
+	headerSession = "Mcp-Session-Id"
 )
 
 // StartRequest starts the server span of one MCP request. Its parent is the
@@ -42,6 +50,16 @@ func (t *Telemetry) StartRequest(ctx context.Context, h http.Header, method stri
 	if p.Name != "" {
 		name += " " + p.Name
 		attrs = append(attrs, attribute.String("gen_ai.tool.name", p.Name))
+	}
+	version := h.Get(headerVersion)
+	if v := metaCarrier(p.Meta).Get(metaVersion); v != "" {
+		version = v
+	}
+	if version != "" {
+		attrs = append(attrs, attribute.String("mcp.protocol.version", version))
+	}
+	if sid := h.Get(headerSession); sid != "" {
+		attrs = append(attrs, attribute.String("mcp.session.id", sid))
 	}
 	ctx, span := t.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attrs...))
 	return ctx, func() { span.End() }
@@ -81,24 +99,70 @@ func (t *Telemetry) Inject(ctx context.Context, meta map[string]json.RawMessage)
 	}
 	delete(out, MetaTraceParent) // a stale parent must not survive a missing one
 	delete(out, MetaTraceState)
+	delete(out, MetaBaggage)
 	t.prop.Inject(ctx, metaCarrier(out))
 	return out
 }
 
-// StartRun starts the span of one run of job on a worker, continuing the
-// trace the job carries. end ends it.
+// StartCreate starts the producer span of creating a task: its record
+// written and its job sent to the queue (the job carries this span's trace
+// context, see Inject). kind and tool are the job's (broker.Job). end
+// records err and ends it.
+func (t *Telemetry) StartCreate(ctx context.Context, taskID, kind, tool string) (context.Context, func(err error)) {
+	if !t.tracing() {
+		return ctx, func(error) {}
+	}
+	attrs := append(t.messaging(taskID, kind, tool, "send"), attribute.String("mcpq.task.id", taskID))
+	ctx, span := t.tracer.Start(ctx, "task.create", trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+	return ctx, endWith(span)
+}
+
+// StartRun starts the consumer span of one run of job on a worker,
+// continuing the trace the job carries. end ends it.
 func (t *Telemetry) StartRun(ctx context.Context, job *broker.Job, delivery int) (context.Context, func()) {
 	if !t.tracing() {
 		return ctx, func() {}
 	}
 	ctx = t.prop.Extract(ctx, metaCarrier(job.Meta))
-	ctx, span := t.tracer.Start(ctx, "task.run "+job.Tool, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithAttributes(
-			attribute.String("mcpq.task.id", job.TaskID),
-			attribute.String("gen_ai.tool.name", job.Tool),
-			attribute.Int("mcpq.delivery", delivery),
-		))
+	attrs := append(t.messaging(job.TaskID, job.Kind, job.Tool, "process"),
+		attribute.String("mcpq.task.id", job.TaskID),
+		attribute.Int("mcpq.delivery", delivery))
+	ctx, span := t.tracer.Start(ctx, "task.run "+job.Tool, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx, func() { span.End() }
+}
+
+// messaging is the messaging and MCP attributes of the job of a task.
+func (t *Telemetry) messaging(taskID, kind, tool, op string) []attribute.KeyValue {
+	job := broker.Job{Kind: kind, Tool: tool}
+	method := "tools/call"
+	if kind == "prompt" {
+		method = "prompts/get"
+	}
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.operation.type", op),
+		attribute.String("messaging.operation.name", op),
+		attribute.String("messaging.message.id", taskID),
+		attribute.String("mcp.method.name", method),
+		attribute.String("gen_ai.tool.name", tool),
+	}
+	if t.system != "" {
+		attrs = append(attrs, attribute.String("messaging.system", t.system))
+	}
+	if t.dest != nil {
+		attrs = append(attrs, attribute.String("messaging.destination.name", t.dest(job.Route())))
+	}
+	return attrs
+}
+
+// LogFields are the trace_id and span_id of ctx's span as log fields (for
+// zerolog's Fields), or nil without a span: every log line of a task then
+// leads to its trace.
+func LogFields(ctx context.Context) map[string]any {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return nil
+	}
+	return map[string]any{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()}
 }
 
 // StartWrite starts the span of one write of a task record. end takes the

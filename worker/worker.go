@@ -22,7 +22,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -59,29 +58,21 @@ type Options struct {
 	Telemetry *telemetry.Telemetry
 }
 
-// Flags registers the worker flags on fs, defaulting from the environment.
+// Flags registers the worker flags on fs, defaulting from the environment
+// strictly (backend.Env).
 func (w *Options) Flags(fs *flag.FlagSet) {
-	fs.IntVar(&w.Concurrency, "concurrency", backend.EnvInt("MCPQ_CONCURRENCY", 8), "handlers run at once (env MCPQ_CONCURRENCY)")
-	fs.DurationVar(&w.Lease, "lease", backend.EnvDuration("MCPQ_LEASE", 30*time.Second), "job lease; a crashed worker's job is redelivered after it (env MCPQ_LEASE)")
-	fs.IntVar(&w.MaxAttempts, "max-attempts", backend.EnvInt("MCPQ_MAX_ATTEMPTS", 3), "runs of a task before it is failed (env MCPQ_MAX_ATTEMPTS)")
-	fs.DurationVar(&w.Grace, "shutdown-grace", backend.EnvDuration("MCPQ_SHUTDOWN_GRACE", 25*time.Second), "time running handlers get to finish on SIGTERM (env MCPQ_SHUTDOWN_GRACE)")
-	fs.DurationVar(&w.ParkAfter, "park-after", backend.EnvDuration("MCPQ_PARK_AFTER", 3*time.Second), "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park (env MCPQ_PARK_AFTER)")
-	fs.DurationVar(&w.InputTimeout, "input-timeout", backend.EnvDuration("MCPQ_INPUT_TIMEOUT", 30*time.Minute), "how long a task waits for its client's answers, parked or not, before it fails saying so (env MCPQ_INPUT_TIMEOUT)")
-	fs.IntVar(&w.MaxWaitingInput, "max-waiting-input", backend.EnvInt("MCPQ_MAX_WAITING_INPUT", 100), "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound (env MCPQ_MAX_WAITING_INPUT)")
-	share := 0.5
-	if v := os.Getenv("MCPQ_PRINCIPAL_SHARE"); v != "" {
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			share = f
-		}
-	}
-	fs.Float64Var(&w.PrincipalShare, "principal-share", share, "share of --concurrency one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; 1: no share (env MCPQ_PRINCIPAL_SHARE)")
-	fs.Int64Var(&w.MaxResult, "max-result", int64(backend.EnvInt("MCPQ_MAX_RESULT", consumer.DefaultMaxResult)), "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs) (env MCPQ_MAX_RESULT)")
-	fs.StringVar(&w.Admin, "admin", os.Getenv("MCPQ_ADMIN"), "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there (env MCPQ_ADMIN)")
-	fs.Func("tools", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all (env MCPQ_TOOLS)", func(v string) error {
-		w.Tools = backend.SplitList(v)
-		return nil
-	})
-	w.Tools = backend.SplitList(os.Getenv("MCPQ_TOOLS"))
+	e := backend.EnvOf(fs)
+	e.Int(&w.Concurrency, "concurrency", "MCPQ_CONCURRENCY", 8, "handlers run at once")
+	e.Duration(&w.Lease, "lease", "MCPQ_LEASE", 30*time.Second, "job lease of the tools that set none; a crashed worker's job is redelivered after it")
+	e.Int(&w.MaxAttempts, "max-attempts", "MCPQ_MAX_ATTEMPTS", 3, "runs of a task before it is failed, for the tools that set none")
+	e.Duration(&w.Grace, "shutdown-grace", "MCPQ_SHUTDOWN_GRACE", 25*time.Second, "time running handlers get to finish on SIGTERM")
+	e.Duration(&w.ParkAfter, "park-after", "MCPQ_PARK_AFTER", 3*time.Second, "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park")
+	e.Duration(&w.InputTimeout, "input-timeout", "MCPQ_INPUT_TIMEOUT", 30*time.Minute, "how long a task waits for its client's answers, parked or not, before it fails saying so")
+	e.Int(&w.MaxWaitingInput, "max-waiting-input", "MCPQ_MAX_WAITING_INPUT", 100, "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound")
+	e.Float64(&w.PrincipalShare, "principal-share", "MCPQ_PRINCIPAL_SHARE", 0.5, "share of --concurrency one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; 1: no share")
+	e.Int64(&w.MaxResult, "max-result", "MCPQ_MAX_RESULT", consumer.DefaultMaxResult, "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs)")
+	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
+	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
 }
 
 // New builds a consumer.Worker on b.
@@ -101,14 +92,16 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 // Main is the whole main of a worker binary: it parses the flags (and their
 // environment variables) from os.Args, connects the backend, runs the tools
 // register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
-// reason on standard error when it cannot start or run, 2 for bad flags.
+// reason on standard error when it cannot start or run, 2 for bad flags or
+// environment variables (backend.Env); --print-config prints the settings
+// and exits 0.
 func Main(name string, register func(*consumer.Mux)) {
 	fs := flag.NewFlagSet(name, flag.ExitOnError)
 	var opts backend.Options
 	var wo Options
 	opts.Flags(fs)
 	wo.Flags(fs)
-	_ = fs.Parse(os.Args[1:])
+	backend.ParseFlagsOrExit(fs, os.Args[1:])
 	log := opts.Logger(name)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -151,7 +144,8 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	}
 	defer backend.FlushSpans(flush, log)
 	reg := backend.NewRegistry()
-	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	wo.Telemetry = b.Telemetry(reg, tp)
 	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) { return keys, nil })
 	w := wo.New(b, log)
 	if wo.Admin != "" {

@@ -278,7 +278,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 func TestCrashRecovery(t *testing.T) {
 	if q := os.Getenv("ASYNQBROKER_CRASH_QUEUE"); q != "" {
 		// The child: take the job and die without shutting down.
-		c := redis.NewClient(&redis.Options{Addr: redistest.Addr()})
+		c := redis.NewClient(&redis.Options{Addr: redistest.Addr(t)})
 		qu := asynqbroker.NewQueue(c, &asynqbroker.Config{Prefix: q, PollInterval: pollInterval})
 		cons, err := qu.Consumer(context.Background(), broker.ConsumerOptions{Tools: tools("t"), Lease: time.Second})
 		if err != nil {
@@ -299,7 +299,7 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashRecovery$")
-	cmd.Env = append(os.Environ(), "ASYNQBROKER_CRASH_QUEUE="+name)
+	cmd.Env = append(os.Environ(), "ASYNQBROKER_CRASH_QUEUE="+name, "MCPQ_TEST_REDIS="+c.Options().Addr) // the same server
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 3 || !strings.Contains(string(out), "took "+job.TaskID) {

@@ -20,11 +20,12 @@ type connFlags struct {
 }
 
 func (c *connFlags) flags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.bodyTimeout, "body-timeout", backend.EnvDuration("MCPQ_BODY_TIMEOUT", 30*time.Second), "api: how long a request body may take to arrive after its headers; a trickled body is cut off with 408 (env MCPQ_BODY_TIMEOUT)")
-	fs.DurationVar(&c.writeTimeout, "write-timeout", backend.EnvDuration("MCPQ_WRITE_TIMEOUT", 30*time.Second), "api: how long each write of a response (a reply, one event of a stream) may take; a client that stops reading is cut off (env MCPQ_WRITE_TIMEOUT)")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", backend.EnvDuration("MCPQ_IDLE_TIMEOUT", 30*time.Second), "api: how long a keep-alive connection may sit idle between requests before the server closes it (env MCPQ_IDLE_TIMEOUT)")
-	fs.IntVar(&c.maxConns, "max-conns", backend.EnvInt("MCPQ_MAX_CONNS", 8192), "api: open connections in all; more are closed at once; 0: no bound (env MCPQ_MAX_CONNS)")
-	fs.IntVar(&c.maxPerClient, "max-conns-per-client", backend.EnvInt("MCPQ_MAX_CONNS_PER_CLIENT", 512), "api: open connections from one client address; more are closed at once; 0: no bound (set 0 or raise it behind a load balancer, whose address all clients share) (env MCPQ_MAX_CONNS_PER_CLIENT)")
+	e := backend.EnvOf(fs)
+	e.Duration(&c.bodyTimeout, "body-timeout", "MCPQ_BODY_TIMEOUT", 30*time.Second, "api: how long a request body may take to arrive after its headers; a trickled body is cut off with 408")
+	e.Duration(&c.writeTimeout, "write-timeout", "MCPQ_WRITE_TIMEOUT", 30*time.Second, "api: how long each write of a response (a reply, one event of a stream) may take; a client that stops reading is cut off")
+	e.Duration(&c.idleTimeout, "idle-timeout", "MCPQ_IDLE_TIMEOUT", 30*time.Second, "api: how long a keep-alive connection may sit idle between requests before the server closes it")
+	e.Int(&c.maxConns, "max-conns", "MCPQ_MAX_CONNS", 8192, "api: open connections in all; more are closed at once; 0: no bound")
+	e.Int(&c.maxPerClient, "max-conns-per-client", "MCPQ_MAX_CONNS_PER_CLIENT", 512, "api: open connections from one client address; more are closed at once; 0: no bound (set 0 or raise it behind a load balancer, whose address all clients share)")
 }
 
 // limitListener closes connections past a total and a per-client-address

@@ -4,11 +4,11 @@ import (
 	"context"
 	"flag"
 	"net/http"
-	"os"
 
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -21,8 +21,9 @@ type consoleFlags struct {
 }
 
 func (f *consoleFlags) flags(fs *flag.FlagSet) {
-	fs.BoolVar(&f.on, "console", os.Getenv("MCPQ_CONSOLE") != "0", "serve the task console at /console/ (env MCPQ_CONSOLE=0 turns it off); with authentication on it answers only --console-admins")
-	fs.StringVar(&f.admins, "console-admins", os.Getenv("MCPQ_CONSOLE_ADMINS"), "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim, or owner keys (env MCPQ_CONSOLE_ADMINS)")
+	e := backend.EnvOf(fs)
+	e.Bool(&f.on, "console", "MCPQ_CONSOLE", true, "serve the task console at /console/; with authentication on it answers only --console-admins")
+	e.String(&f.admins, "console-admins", "MCPQ_CONSOLE_ADMINS", "", "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim, or owner keys")
 }
 
 // mount adds the console to mux: open without authentication (loopback or

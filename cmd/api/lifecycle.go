@@ -39,8 +39,9 @@ type lifecycle struct {
 }
 
 func (l *lifecycle) flags(fs *flag.FlagSet) {
-	fs.DurationVar(&l.delay, "shutdown-delay", backend.EnvDuration("MCPQ_SHUTDOWN_DELAY", 5*time.Second), "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile) (env MCPQ_SHUTDOWN_DELAY)")
-	fs.DurationVar(&l.timeout, "shutdown-timeout", backend.EnvDuration("MCPQ_SHUTDOWN_TIMEOUT", 20*time.Second), "api: after --shutdown-delay, how long in-flight requests get to finish; those still waiting then get a shutting-down error (env MCPQ_SHUTDOWN_TIMEOUT)")
+	e := backend.EnvOf(fs)
+	e.Duration(&l.delay, "shutdown-delay", "MCPQ_SHUTDOWN_DELAY", 5*time.Second, "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile)")
+	e.Duration(&l.timeout, "shutdown-timeout", "MCPQ_SHUTDOWN_TIMEOUT", 20*time.Second, "api: after --shutdown-delay, how long in-flight requests get to finish; those still waiting then get a shutting-down error")
 }
 
 // check fails once shutdown has begun, turning /readyz 503.

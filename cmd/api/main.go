@@ -28,7 +28,6 @@ import (
 	"os"
 	"os/signal"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,7 +44,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 
@@ -84,6 +82,7 @@ type config struct {
 
 	reapInterval time.Duration
 	publishGrace time.Duration
+	stateKey     string // MCPQ_STATE_KEY
 }
 
 func main() {
@@ -100,33 +99,35 @@ func main() {
 	c.console.flags(fs)
 	c.lifecycle.flags(fs)
 	c.conns.flags(fs)
-	fs.StringVar(&c.listen, "listen", envOr("MCPQ_LISTEN", "127.0.0.1:8080"), "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it (env MCPQ_LISTEN)")
-	fs.StringVar(&c.natsListen, "nats-listen", envOr("MCPQ_NATS_LISTEN", "127.0.0.1:4250"), "all-in-one: where the embedded NATS listens for workers (env MCPQ_NATS_LISTEN)")
-	fs.StringVar(&c.dataDir, "data-dir", envOr("MCPQ_DATA_DIR", "data"), "all-in-one: embedded NATS storage directory (env MCPQ_DATA_DIR)")
-	fs.StringVar(&c.natsSync, "nats-sync", os.Getenv("MCPQ_NATS_SYNC"), "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always } (env MCPQ_NATS_SYNC)")
-	fs.DurationVar(&c.syncTimeout, "sync-timeout", backend.EnvDuration("MCPQ_SYNC_TIMEOUT", 2*time.Minute), "how long a call from a client without task support waits for its result (env MCPQ_SYNC_TIMEOUT)")
-	fs.DurationVar(&c.taskTTL, "task-ttl", backend.EnvDuration("MCPQ_TASK_TTL", time.Hour), "how long a finished task is kept (env MCPQ_TASK_TTL)")
-	fs.StringVar(&c.allowedHosts, "allowed-hosts", os.Getenv("MCPQ_ALLOWED_HOSTS"), "comma-separated Host names accepted besides loopback (env MCPQ_ALLOWED_HOSTS)")
-	fs.StringVar(&c.allowedOrigins, "allowed-origins", os.Getenv("MCPQ_ALLOWED_ORIGINS"), "comma-separated Origins accepted besides loopback (env MCPQ_ALLOWED_ORIGINS)")
-	fs.BoolVar(&c.asynqmon, "asynqmon", os.Getenv("MCPQ_ASYNQMON") == "1", "asynq backend: serve the asynqmon queue dashboard at /asynqmon/ (env MCPQ_ASYNQMON=1); it has no auth of its own: only enable it behind your network controls")
-	fs.BoolVar(&c.asynqmonReadOnly, "asynqmon-read-only", os.Getenv("MCPQ_ASYNQMON_READ_ONLY") == "1", "asynqmon: view only, no deleting or retrying from the UI (env MCPQ_ASYNQMON_READ_ONLY=1)")
-	fs.StringVar(&c.publicURL, "public-url", os.Getenv("MCPQ_PUBLIC_URL"), "the URL clients reach this server at, without /mcp (e.g. https://mcp.example.com); its host is also allowed; default http://<listen> on a loopback address (env MCPQ_PUBLIC_URL)")
-	fs.StringVar(&c.authJWKSURL, "auth-jwks-url", os.Getenv("MCPQ_AUTH_JWKS_URL"), "OAuth: the token issuer's JWKS URL (RS256, ES256, EdDSA keys); turns bearer-token authentication on (env MCPQ_AUTH_JWKS_URL)")
-	fs.StringVar(&c.authIssuer, "auth-issuer", os.Getenv("MCPQ_AUTH_ISSUER"), "OAuth: the iss every token must carry (env MCPQ_AUTH_ISSUER)")
-	fs.StringVar(&c.authAudience, "auth-audience", os.Getenv("MCPQ_AUTH_AUDIENCE"), "OAuth: the aud every token must carry; default the canonical resource URI <public-url>/mcp (env MCPQ_AUTH_AUDIENCE)")
-	fs.StringVar(&c.authHS256KeyFile, "auth-hs256-key-file", os.Getenv("MCPQ_AUTH_HS256_KEY_FILE"), "OAuth: a file holding a shared HS256 key (at least 32 bytes), instead of --auth-jwks-url; tokens are then HS256 only (env MCPQ_AUTH_HS256_KEY_FILE)")
-	fs.StringVar(&c.authScopes, "auth-scopes", os.Getenv("MCPQ_AUTH_SCOPES"), "OAuth: scopes every token must carry, comma- or space-separated; a token without them gets 403 insufficient_scope (env MCPQ_AUTH_SCOPES)")
-	fs.StringVar(&c.authTenantClaim, "auth-tenant-claim", os.Getenv("MCPQ_AUTH_TENANT_CLAIM"), "OAuth: a claim naming the tenant; tasks are then owned by issuer, subject and tenant, and tokens without it are refused (env MCPQ_AUTH_TENANT_CLAIM)")
-	fs.StringVar(&c.authServers, "auth-authorization-server", os.Getenv("MCPQ_AUTH_AUTHORIZATION_SERVER"), "OAuth: authorization server issuer URLs listed in the protected resource metadata, comma-separated; default --auth-issuer (env MCPQ_AUTH_AUTHORIZATION_SERVER)")
-	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", os.Getenv("MCPQ_INSECURE_NO_AUTH") == "1", "serve without authentication on a non-loopback --listen address: anyone who reaches it can run tools (env MCPQ_INSECURE_NO_AUTH=1)")
-	fs.Int64Var(&c.maxBody, "max-body", int64(backend.EnvInt("MCPQ_MAX_BODY", mcpfront.DefaultMaxBody)), "largest request body in bytes (env MCPQ_MAX_BODY)")
-	fs.Int64Var(&c.maxArgs, "max-args", int64(backend.EnvInt("MCPQ_MAX_ARGS", mcpfront.DefaultMaxArgs)), "largest arguments of a tools/call or prompts/get in bytes; past it the call is refused before anything is queued; keep --max-body above it (env MCPQ_MAX_ARGS)")
-	fs.Float64Var(&c.rateLimit, "rate-limit", envFloat("MCPQ_RATE_LIMIT", 0), "requests per second each principal (or client address, without auth) may send; 0: no limit (env MCPQ_RATE_LIMIT)")
-	fs.IntVar(&c.rateBurst, "rate-burst", backend.EnvInt("MCPQ_RATE_BURST", 0), "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up (env MCPQ_RATE_BURST)")
-	fs.IntVar(&c.maxActiveTasks, "max-active-tasks", backend.EnvInt("MCPQ_MAX_ACTIVE_TASKS", -1), "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap (env MCPQ_MAX_ACTIVE_TASKS)")
-	fs.DurationVar(&c.reapInterval, "reap-interval", backend.EnvDuration("MCPQ_REAP_INTERVAL", 5*time.Second), "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper (env MCPQ_REAP_INTERVAL)")
-	fs.DurationVar(&c.publishGrace, "publish-grace", backend.EnvDuration("MCPQ_PUBLISH_GRACE", 30*time.Second), "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not (env MCPQ_PUBLISH_GRACE)")
-	_ = fs.Parse(os.Args[1:])
+	e := backend.EnvOf(fs)
+	e.String(&c.listen, "listen", "MCPQ_LISTEN", "127.0.0.1:8080", "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it")
+	e.String(&c.natsListen, "nats-listen", "MCPQ_NATS_LISTEN", "127.0.0.1:4250", "all-in-one: where the embedded NATS listens for workers")
+	e.String(&c.dataDir, "data-dir", "MCPQ_DATA_DIR", "data", "all-in-one: embedded NATS storage directory")
+	e.String(&c.natsSync, "nats-sync", "MCPQ_NATS_SYNC", "", "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always }")
+	e.Duration(&c.syncTimeout, "sync-timeout", "MCPQ_SYNC_TIMEOUT", 2*time.Minute, "how long a call from a client without task support waits for its result")
+	e.Duration(&c.taskTTL, "task-ttl", "MCPQ_TASK_TTL", time.Hour, "how long a finished task is kept")
+	e.String(&c.allowedHosts, "allowed-hosts", "MCPQ_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback")
+	e.String(&c.allowedOrigins, "allowed-origins", "MCPQ_ALLOWED_ORIGINS", "", "comma-separated Origins accepted besides loopback")
+	e.Bool(&c.asynqmon, "asynqmon", "MCPQ_ASYNQMON", false, "asynq backend: serve the asynqmon queue dashboard at /asynqmon/; it has no auth of its own: only enable it behind your network controls")
+	e.Bool(&c.asynqmonReadOnly, "asynqmon-read-only", "MCPQ_ASYNQMON_READ_ONLY", false, "asynqmon: view only, no deleting or retrying from the UI")
+	e.String(&c.publicURL, "public-url", "MCPQ_PUBLIC_URL", "", "the URL clients reach this server at, without /mcp (e.g. https://mcp.example.com); its host is also allowed; default http://<listen> on a loopback address")
+	e.String(&c.authJWKSURL, "auth-jwks-url", "MCPQ_AUTH_JWKS_URL", "", "OAuth: the token issuer's JWKS URL (RS256, ES256, EdDSA keys); turns bearer-token authentication on")
+	e.String(&c.authIssuer, "auth-issuer", "MCPQ_AUTH_ISSUER", "", "OAuth: the iss every token must carry")
+	e.String(&c.authAudience, "auth-audience", "MCPQ_AUTH_AUDIENCE", "", "OAuth: the aud every token must carry; default the canonical resource URI <public-url>/mcp")
+	e.String(&c.authHS256KeyFile, "auth-hs256-key-file", "MCPQ_AUTH_HS256_KEY_FILE", "", "OAuth: a file holding a shared HS256 key (at least 32 bytes), instead of --auth-jwks-url; tokens are then HS256 only")
+	e.String(&c.authScopes, "auth-scopes", "MCPQ_AUTH_SCOPES", "", "OAuth: scopes every token must carry, comma- or space-separated; a token without them gets 403 insufficient_scope")
+	e.String(&c.authTenantClaim, "auth-tenant-claim", "MCPQ_AUTH_TENANT_CLAIM", "", "OAuth: a claim naming the tenant; tasks are then owned by issuer, subject and tenant, and tokens without it are refused")
+	e.String(&c.authServers, "auth-authorization-server", "MCPQ_AUTH_AUTHORIZATION_SERVER", "", "OAuth: authorization server issuer URLs listed in the protected resource metadata, comma-separated; default --auth-issuer")
+	e.Bool(&c.insecureNoAuth, "insecure-no-auth", "MCPQ_INSECURE_NO_AUTH", false, "serve without authentication on a non-loopback --listen address: anyone who reaches it can run tools")
+	e.Int64(&c.maxBody, "max-body", "MCPQ_MAX_BODY", mcpfront.DefaultMaxBody, "largest request body in bytes")
+	e.Int64(&c.maxArgs, "max-args", "MCPQ_MAX_ARGS", mcpfront.DefaultMaxArgs, "largest arguments of a tools/call or prompts/get in bytes; past it the call is refused before anything is queued; keep --max-body above it")
+	e.Float64(&c.rateLimit, "rate-limit", "MCPQ_RATE_LIMIT", 0, "requests per second each principal (or client address, without auth) may send; 0: no limit")
+	e.Int(&c.rateBurst, "rate-burst", "MCPQ_RATE_BURST", 0, "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up")
+	e.Int(&c.maxActiveTasks, "max-active-tasks", "MCPQ_MAX_ACTIVE_TASKS", -1, "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap")
+	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
+	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
+	e.EnvOnly(&c.stateKey, "MCPQ_STATE_KEY", true)
+	backend.ParseFlagsOrExit(fs, os.Args[1:])
 
 	log := c.Logger("api")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -136,20 +137,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
-}
-
-func envFloat(k string, def float64) float64 {
-	if v, err := strconv.ParseFloat(os.Getenv(k), 64); err == nil {
-		return v
-	}
-	return def
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
 
 // isLoopbackListen reports whether a listen address accepts connections
@@ -247,21 +234,21 @@ func (c *config) publicBase() (string, error) {
 
 // faultHook returns the fault to inject between writing a task's record and
 // publishing its job, named by MCPQ_FAULT, for the fault suite:
-// "kill-after-record" SIGKILLs this process there. Unset: none.
-func faultHook(log zerolog.Logger) func(*taskstate.Task) {
+// "kill-after-record" SIGKILLs this process there. Unset: none; anything
+// else refuses to start.
+func faultHook(log zerolog.Logger) (func(*taskstate.Task), error) {
 	switch f := os.Getenv("MCPQ_FAULT"); f {
 	case "":
-		return nil
+		return nil, nil
 	case "kill-after-record":
 		log.Warn().Str("fault", f).Msg("fault injection on: the first task record written kills this process before its job is published")
 		return func(t *taskstate.Task) {
 			log.Warn().Str("task", t.ID).Msg("fault: killing the api between record and publish")
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {} // the signal is on its way
-		}
+		}, nil
 	default:
-		log.Error().Str("fault", f).Msg("unknown MCPQ_FAULT; no fault injected")
-		return nil
+		return nil, fmt.Errorf("MCPQ_FAULT=%q: want kill-after-record, or leave it unset", f)
 	}
 }
 
@@ -269,6 +256,10 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Settings first: a server that must not start fails before it
 	// touches NATS or Redis.
 	authn, err := c.authenticator(ctx, log)
+	if err != nil {
+		return err
+	}
+	fault, err := faultHook(log)
 	if err != nil {
 		return err
 	}
@@ -302,7 +293,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return err
 	}
 	defer backend.FlushSpans(flush, log)
-	tel := telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
+	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	tel := b.Telemetry(reg, tp)
 	tel.WatchQueue(b.Queue, catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 
@@ -333,7 +325,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
-		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: faultHook(log),
+		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: fault,
 	})
 	if c.reapInterval > 0 {
 		wg.Add(1)
@@ -360,7 +352,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
 		Metrics:        reg,
-		StateKey:       []byte(os.Getenv("MCPQ_STATE_KEY")),
+		StateKey:       []byte(c.stateKey),
 		AllowedHosts:   hosts,
 		AllowedOrigins: backend.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,

@@ -84,7 +84,7 @@ func tasksMain(args []string, stdout, stderr io.Writer) int {
 func exitStatus(cmd string, err error, stderr io.Writer) int {
 	var ue usageError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, backend.ErrConfigPrinted):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "%s: %s\n(%s -h for help)\n", cmd, err, cmd)
@@ -160,6 +160,12 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 
 // connect connects the backend the parsed flags of fs name.
 func (c *tasksCLI) connect(ctx context.Context, fs *flag.FlagSet, name string) (*backend.Backend, error) {
+	if err := backend.CheckFlags(fs, c.stdout); err != nil {
+		if errors.Is(err, backend.ErrConfigPrinted) {
+			return nil, err
+		}
+		return nil, usageError(err.Error())
+	}
 	explicitLevel := os.Getenv("MCPQ_LOG_LEVEL") != ""
 	fs.Visit(func(f *flag.Flag) { explicitLevel = explicitLevel || f.Name == "log-level" })
 	if !explicitLevel {

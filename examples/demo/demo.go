@@ -9,6 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpqueue/mcpqueue/consumer"
 )
 
@@ -64,7 +68,13 @@ func Register(mux *consumer.Mux) {
 			return Report{}, consumer.ToolError(fmt.Errorf("pages must be between 1 and 50, got %d", c.Args.Pages))
 		}
 		for i := 1; i <= c.Args.Pages; i++ {
-			if err := sleep(ctx, 200*time.Millisecond); err != nil {
+			// A span of the handler's own, from the global tracer: it joins
+			// the task's trace (worker.Run sets the global provider).
+			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/examples/demo").Start(ctx, "render page",
+				trace.WithAttributes(attribute.Int("page", i)))
+			err := sleep(ctx, 200*time.Millisecond)
+			span.End()
+			if err != nil {
 				return Report{}, err
 			}
 			_ = c.Progress(ctx, float64(i), float64(c.Args.Pages), fmt.Sprintf("rendered page %d of %d", i, c.Args.Pages))

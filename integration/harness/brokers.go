@@ -1,15 +1,17 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
 // LogDir is where StartLogged writes process logs: $MCPQ_FAULTS_LOGS (kept
@@ -199,39 +201,42 @@ func NATSBackend(url string) Backend {
 	return Backend{Name: "nats", Args: []string{"--nats", url}}
 }
 
-// RedisServer is a private redis-server process with append-only-file
-// persistence fsynced on every write, on a free port, that the test can kill
-// and restart on the same port and directory.
+// RedisServer is a private redis-server process on a free port, that the
+// test can kill and restart on the same port and directory.
 type RedisServer struct {
+	Name string
 	Port int
 	Dir  string
 	Proc *Proc
 
 	bin, logDir string
+	pre, args   []string // before and after the common arguments
+	ready       string   // the log line that says it serves ("": Ready to accept connections)
 	t           testing.TB
 }
 
 // RedisServerBin is the redis-server the fault suite runs: $MCPQ_REDIS_SERVER
-// or the machine's.
-func RedisServerBin() string {
+// or the one on PATH (redistest.Bin fails the test without one).
+func RedisServerBin(t testing.TB) string {
+	t.Helper()
 	if b := os.Getenv("MCPQ_REDIS_SERVER"); b != "" {
 		return b
 	}
-	if p, err := exec.LookPath("redis-server"); err == nil {
-		return p
-	}
-	return "/usr/bin/redis-server"
+	return redistest.Bin(t)
 }
 
 // StartRedis starts a private Redis with AOF on (appendfsync always) and
 // waits until it accepts connections.
 func StartRedis(t testing.TB, logDir string) *RedisServer {
 	t.Helper()
-	bin := RedisServerBin()
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the fault suite needs a redis-server binary (set MCPQ_REDIS_SERVER): %v", err)
-	}
-	r := &RedisServer{Port: FreePort(t), Dir: t.TempDir(), bin: bin, logDir: logDir, t: t}
+	return StartRedisArgs(t, logDir, "redis-server", "--appendonly", "yes", "--appendfsync", "always", "--save", "")
+}
+
+// StartRedisArgs starts a private Redis called name (its log file's name)
+// with args after the common ones, and waits until it accepts connections.
+func StartRedisArgs(t testing.TB, logDir, name string, args ...string) *RedisServer {
+	t.Helper()
+	r := &RedisServer{Name: name, Port: FreePort(t), Dir: t.TempDir(), bin: RedisServerBin(t), logDir: logDir, args: args, t: t}
 	r.launch(t)
 	return r
 }
@@ -241,16 +246,16 @@ func (r *RedisServer) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0"
 
 func (r *RedisServer) launch(t testing.TB) {
 	t.Helper()
-	r.Proc = StartLogged(r.t, r.logDir, "redis-server", r.bin, nil,
-		"--port", fmt.Sprint(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
-		"--appendonly", "yes", "--appendfsync", "always", "--save", "",
-		"--protected-mode", "no", "--daemonize", "no", "--logfile", "")
+	args := append(append(append([]string{}, r.pre...), "--port", fmt.Sprint(r.Port), "--bind", "127.0.0.1", "--dir", r.Dir,
+		"--protected-mode", "no", "--daemonize", "no", "--logfile", ""), r.args...)
+	r.Proc = StartLogged(r.t, r.logDir, r.Name, r.bin, nil, args...)
 	// Printed once the AOF is loaded and the port is open.
+	ready := cmp.Or(r.ready, "Ready to accept connections")
 	Eventually(t, 60*time.Second, func() (bool, string) {
 		if r.Proc.Exited() {
-			t.Fatalf("redis-server exited:\n%s", tail(r.Proc.Output(), 4000))
+			t.Fatalf("%s exited:\n%s", r.Name, tail(r.Proc.Output(), 4000))
 		}
-		return strings.Contains(r.Proc.Output(), "Ready to accept connections"), "redis-server not ready"
+		return strings.Contains(r.Proc.Output(), ready), r.Name + " not ready"
 	})
 }
 

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
 // Bins are the binaries under test, built once per test binary.
@@ -105,23 +107,25 @@ func FreePort(t testing.TB) int {
 type Proc struct {
 	Name string
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *SyncBuffer
 	done chan struct{}
 	err  error
 }
 
-type syncBuffer struct {
+// SyncBuffer is a buffer safe for concurrent writers: process output, log
+// sinks of in-process components.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
@@ -137,7 +141,7 @@ func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 // start is Start with the output also copied to also (nil: only kept in memory).
 func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &SyncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout = p.out
 	if also != nil {
 		p.cmd.Stdout = io.MultiWriter(p.out, also)
@@ -233,6 +237,9 @@ func Eventually(t testing.TB, within time.Duration, cond func() (bool, string)) 
 type Backend struct {
 	Name string // "nats" or "asynq"
 	Args []string
+	// Redis makes a client of the asynq backend's Redis for reading the
+	// store (nil: one of the --redis URL).
+	Redis func() *redis.Client
 	// NATS is the nats-server process (nats backend only).
 	NATS *Proc
 }
@@ -247,20 +254,16 @@ func NATS(t testing.TB, b *Bins) (url string, p *Proc) {
 	return fmt.Sprintf("nats://127.0.0.1:%d", port), p
 }
 
-// RedisURL is the Redis the asynq backend tests use: MCPQ_TEST_REDIS or the
-// machine's 127.0.0.1:6379.
-func RedisURL() string {
-	if u := os.Getenv("MCPQ_TEST_REDIS"); u != "" {
-		if !strings.Contains(u, "://") {
-			u = "redis://" + u
-		}
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
+// RedisURL is the Redis the asynq backend tests use: MCPQ_TEST_REDIS, or
+// the private redis-server this test binary starts on first use
+// (redistest.Addr).
+func RedisURL(t testing.TB) string {
+	t.Helper()
+	return redistest.URL(t)
 }
 
 // NewBackend starts what backend name needs (a nats-server for "nats";
-// "asynq" uses the running Redis) and removes the test's Redis keys, all
+// "asynq" uses the Redis of RedisURL) and removes the test's Redis keys, all
 // named by prefix, when the test ends.
 func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 	t.Helper()
@@ -269,7 +272,7 @@ func NewBackend(t testing.TB, b *Bins, name, prefix string) Backend {
 		url, p := NATS(t, b)
 		return Backend{Name: name, Args: []string{"--nats", url}, NATS: p}
 	case "asynq":
-		url := RedisURL()
+		url := RedisURL(t)
 		t.Cleanup(func() { dropRedisKeys(t, url, prefix) })
 		return Backend{Name: name, Args: []string{"--broker", "asynq", "--redis", url}}
 	}

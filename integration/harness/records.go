@@ -50,7 +50,15 @@ func ReadRecords(be Backend, prefix string) (map[string]*taskstate.Task, error) 
 	if be.Name == "nats" {
 		return natsRecords(ctx, be.arg("--nats"), prefix+"_tasks")
 	}
-	return redisRecords(ctx, be.arg("--redis"), prefix+":task:")
+	rdb := be.Redis
+	if rdb == nil {
+		opt, err := redis.ParseURL(be.arg("--redis"))
+		if err != nil {
+			return nil, err
+		}
+		rdb = func() *redis.Client { return redis.NewClient(opt) }
+	}
+	return redisRecords(ctx, rdb(), prefix+":task:")
 }
 
 func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate.Task, error) {
@@ -98,12 +106,7 @@ func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate
 	}
 }
 
-func redisRecords(ctx context.Context, url, keyPrefix string) (map[string]*taskstate.Task, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, err
-	}
-	rdb := redis.NewClient(opt)
+func redisRecords(ctx context.Context, rdb *redis.Client, keyPrefix string) (map[string]*taskstate.Task, error) {
 	defer rdb.Close()
 	out := map[string]*taskstate.Task{}
 	iter := rdb.Scan(ctx, 0, keyPrefix+"*", 500).Iterator()

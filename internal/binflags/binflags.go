@@ -19,7 +19,6 @@ import (
 // Flag is one flag of a binary, as its -h output shows it.
 type Flag struct {
 	Name, Type string // Type "" for a boolean
-	EnvBool    bool   // read from its environment variable as "=1"
 }
 
 // Binary is a built command: its flags by name and by environment variable.
@@ -52,7 +51,7 @@ func Build(root, dir string, pkgs ...string) (map[string]*Binary, error) {
 
 var (
 	flagHead = regexp.MustCompile(`^  -([a-z0-9-]+)(?: (\S+))?$`)
-	envName  = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*)(=1)?`)
+	envName  = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*)\)`)
 )
 
 // Read runs the binary at path with -h (and an empty environment, so the
@@ -76,8 +75,6 @@ func Read(path string) (*Binary, error) {
 		}
 		if cur != nil {
 			for _, m := range envName.FindAllStringSubmatch(sc.Text(), -1) {
-				cur.EnvBool = m[2] != ""
-				b.Flags[cur.Name] = *cur
 				b.ByEnv[m[1]] = *cur
 			}
 		}
@@ -98,13 +95,17 @@ func (b *Binary) ReadsEnv(k string) bool {
 	return ok || bytes.Contains(b.image, []byte(k))
 }
 
-// ValueError says why v is no value for flag f ("" if it is one).
+// ValueError says why v is no value for flag f ("" if it is one): the
+// binaries parse their variables strictly (backend.Env), so such a value
+// would refuse to start.
 func (f Flag) ValueError(v string) string {
 	var err error
 	switch {
-	case f.EnvBool:
-		if v != "1" && v != "" {
-			return "is read as on only when it is 1"
+	case v == "":
+		return "" // empty counts as unset
+	case f.Type == "":
+		if v != "true" && v != "false" && v != "1" && v != "0" {
+			return "is no boolean (true, false, 1 or 0)"
 		}
 	case f.Type == "int":
 		_, err = strconv.Atoi(v)
@@ -114,7 +115,7 @@ func (f Flag) ValueError(v string) string {
 		_, err = strconv.ParseFloat(v, 64)
 	}
 	if err != nil {
-		return "is no " + f.Type + " (the binary would silently use its default)"
+		return "is no " + f.Type + " (the binary would refuse to start)"
 	}
 	return ""
 }

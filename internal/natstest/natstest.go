@@ -32,6 +32,13 @@ type Server struct {
 // up, and shuts it down in t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartWith(t, nil)
+}
+
+// StartWith is Start with the server's options changed by configure first
+// (authentication, TLS); nil changes nothing.
+func StartWith(t testing.TB, configure func(*server.Options)) *Server {
+	t.Helper()
 	dir := t.TempDir() // registered first, so removed after shutdown
 	opts := &server.Options{
 		ServerName: "natstest",
@@ -42,6 +49,9 @@ func Start(t testing.TB) *Server {
 		NoLog:      true,
 		NoSigs:     true,
 		// No HTTP monitor, cluster, gateway or leaf listeners.
+	}
+	if configure != nil {
+		configure(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -48,6 +48,11 @@ type Options struct {
 	// built from one binary can so serve part of its tools, e.g. a GPU pool
 	// the one tool that needs a GPU.
 	Tools []string
+	// MCPStdio and MCPConfig name MCP servers whose tools and prompts the
+	// worker relays (--mcp-stdio command lines, an --mcp-config file; see
+	// package bridge).
+	MCPStdio  []string
+	MCPConfig string
 	// Telemetry is handed to the workers New builds (not a flag).
 	Telemetry *telemetry.Telemetry
 }
@@ -64,6 +69,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 		return nil
 	})
 	w.Tools = backend.SplitList(os.Getenv("MCPQ_TOOLS"))
+	w.bridgeFlags(fs)
 }
 
 // New builds a consumer.Worker on b.
@@ -107,15 +113,15 @@ func Main(name string, register func(*consumer.Mux)) {
 func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
 	mux := consumer.NewMux()
 	register(mux)
+	relays, err := wo.startRelays(ctx, mux, log) // --mcp-stdio, --mcp-config
+	if err != nil {
+		return err
+	}
+	defer relays.Close()
 	if len(wo.Tools) > 0 {
-		var err error
 		if mux, err = mux.Only(wo.Tools...); err != nil {
 			return fmt.Errorf("worker: --tools: %w", err)
 		}
-	}
-	keys := make([]string, 0, len(mux.Tools()))
-	for _, t := range mux.Tools() {
-		keys = append(keys, t.Key())
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := opts.Connect(cctx, name, log)
@@ -132,7 +138,13 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	defer backend.FlushSpans(flush, log)
 	reg := backend.NewRegistry()
 	wo.Telemetry = telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp})
-	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) { return keys, nil })
+	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) {
+		keys := []string{} // the tools served now: relayed ones come and go
+		for _, t := range mux.Tools() {
+			keys = append(keys, t.Key())
+		}
+		return keys, nil
+	})
 	w := wo.New(b, log)
 	if wo.Admin != "" {
 		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {

@@ -67,6 +67,13 @@ func testServer() {
 		}
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s: %v", r.Action, r.Content["name"])}}}, nil, nil
 	})
+	mcp.AddTool(s, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		r, err := req.Session.ListRoots(ctx, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: r.Roots[0].URI}}}, nil, nil
+	})
 	mcp.AddTool(s, &mcp.Tool{Name: "die"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 		os.Exit(3)
 		return nil, nil, nil
@@ -179,7 +186,7 @@ func TestRelayPublishesTheServersToolsAndPrompts(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"prompt/t.hello", "t.ask", "t.die", "t.echo", "t.env", "t.grow", "t.slow"}
+	want := []string{"prompt/t.hello", "t.ask", "t.die", "t.echo", "t.env", "t.grow", "t.roots", "t.slow"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("tools %v, want %v", got, want)
 	}
@@ -228,6 +235,23 @@ func TestProgressAndInputMapToTheCall(t *testing.T) {
 	f = &fakeCall{answer: func(consumer.InputRequest) (json.RawMessage, error) { return nil, consumer.ErrInputRequired }}
 	if _, err := x.call(t, context.Background(), f, "ask", `{}`); !errors.Is(err, consumer.ErrInputRequired) {
 		t.Fatalf("ask without an answer: %v", err)
+	}
+}
+
+func TestRootsRelayedOnlyWhenConfigured(t *testing.T) {
+	t.Parallel()
+	answer := func(consumer.InputRequest) (json.RawMessage, error) {
+		return json.RawMessage(`{"roots":[{"uri":"file:///work"}]}`), nil
+	}
+	f := &fakeCall{answer: answer}
+	res, err := startRelay(t, nil, &Options{Roots: true}).call(t, context.Background(), f, "roots", `{}`)
+	if err != nil || textOf(t, res) != "file:///work" || len(f.asked) != 1 || f.asked[0].Method != "roots/list" {
+		t.Fatalf("roots relayed: %s %v, asked %+v", res, err, f.asked)
+	}
+	f = &fakeCall{answer: answer}
+	res, err = startRelay(t, nil, nil).call(t, context.Background(), f, "roots", `{}`)
+	if len(f.asked) != 0 || err == nil && !strings.Contains(string(res), `"isError":true`) {
+		t.Fatalf("roots not configured: %s %v, asked %+v", res, err, f.asked)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -21,12 +22,13 @@ import (
 // relayed.
 type Server struct {
 	Command
-	// Name, Prefix, Sessions, Timeout and LogLevel as in Options.
+	// Name, Prefix, Sessions, Timeout, LogLevel and Roots as in Options.
 	Name     string
 	Prefix   string
 	Sessions int
 	Timeout  time.Duration
 	LogLevel string
+	Roots    bool
 }
 
 // ParseCommandLine splits a command line into words the way a POSIX shell
@@ -109,6 +111,7 @@ type fileServer struct {
 	Concurrency int               `json:"concurrency"`
 	Timeout     string            `json:"timeout"`
 	LogLevel    string            `json:"logLevel"`
+	Roots       bool              `json:"roots"`
 	Disabled    bool              `json:"disabled"`
 }
 
@@ -117,7 +120,7 @@ type fileServer struct {
 //	{"mcpServers": {"everything": {
 //	    "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
 //	    "env": {"HOME": "/var/lib/mcp"},
-//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info"}}}
+//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false}}}
 //
 // A server's key is its name. Its env is its whole environment (PATH
 // defaults to DefaultPath); "concurrency" is Options.Sessions. Entries with
@@ -152,7 +155,7 @@ func LoadConfig(path string) ([]Server, error) {
 		if f.Command == "" || f.Concurrency < 0 {
 			return nil, fmt.Errorf("bridge: %s: server %q: needs a command (and no negative concurrency)", path, n)
 		}
-		s := Server{Name: n, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel,
+		s := Server{Name: n, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots,
 			Command: Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}}
 		if f.Timeout != "" {
 			if s.Timeout, err = time.ParseDuration(f.Timeout); err != nil {
@@ -184,8 +187,8 @@ func Start(ctx context.Context, mux *consumer.Mux, servers []Server, sessions in
 		if n <= 0 {
 			n = sessions
 		}
-		r, err := Serve(ctx, mux, s.Command.Dialer(log.With().Str("server", cmp.Or(s.Name, s.Path)).Logger()), &Options{
-			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Logger: log,
+		r, err := Serve(ctx, mux, s.Command.Dialer(log.With().Str("server", cmp.Or(s.Name, filepath.Base(s.Path))).Logger()), &Options{
+			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
 		})
 		if err != nil {
 			out.Close()

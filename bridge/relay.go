@@ -38,6 +38,13 @@ type Options struct {
 	// CancelGrace is how long a session whose call was cancelled may take
 	// to answer it before it is closed rather than reused. Default 2s.
 	CancelGrace time.Duration
+	// Roots relays the server's roots/list requests to the client of the
+	// call running on the session (the bridge then declares the roots
+	// capability). Off by default: roots describe a client, while a
+	// session serves one client's call after another's, and servers ask for
+	// roots when a session starts (to configure themselves), not for a call
+	// of theirs. Off, the server gets -32601 and keeps its own configuration.
+	Roots bool
 	// LogLevel is the level the server is asked to log at
 	// (logging/setLevel), "off" for none. Default "info".
 	LogLevel string
@@ -116,7 +123,7 @@ func (r *Relay) open(ctx context.Context) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mcp server %q: start: %w", name, err)
 	}
-	s := newSession(conn, name, r.log.With().Str("server", name).Logger(), r.listChanged)
+	s := newSession(conn, name, r.log.With().Str("server", name).Logger(), r.listChanged, r.opts.Roots)
 	if err := s.initialize(ctx, r.opts.LogLevel); err != nil {
 		s.retire()
 		if !s.alive() && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -132,6 +139,7 @@ func (r *Relay) open(ctx context.Context) (*session, error) {
 	}
 	s.server = r.opts.Name
 	s.log = r.log.With().Str("server", r.opts.Name).Logger()
+	s.ready.Store(true)
 	s.log.Info().Str("protocol", s.init.ProtocolVersion).Str("server_version", s.init.ServerInfo.Version).Msg("mcp session started")
 	return s, nil
 }

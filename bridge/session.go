@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,10 @@ type session struct {
 	log    zerolog.Logger
 	// changed is told about the server's list_changed notifications.
 	changed func(s *session, kind string)
+	roots   bool // roots/list is relayed (Options.Roots)
+	// ready is set once the session is set up: list changes the server
+	// announces before (while it registers its tools) are read then anyway.
+	ready atomic.Bool
 
 	mu      sync.Mutex
 	nextID  int64
@@ -88,20 +93,25 @@ type session struct {
 	init     initializeResult
 }
 
-func newSession(conn Conn, server string, log zerolog.Logger, changed func(*session, string)) *session {
-	s := &session{conn: conn, server: server, log: log, changed: changed,
+func newSession(conn Conn, server string, log zerolog.Logger, changed func(*session, string), roots bool) *session {
+	s := &session{conn: conn, server: server, log: log, changed: changed, roots: roots,
 		pending: map[int64]chan *message{}, done: make(chan struct{})}
 	go s.read()
 	return s
 }
 
 // initialize performs the handshake and sets the server's log level.
+// The capabilities are what the bridge relays to the queue's clients, per
+// call: elicitation and sampling, and roots if s.roots.
 func (s *session) initialize(ctx context.Context, logLevel string) error {
+	caps := map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}}
+	if s.roots {
+		caps["roots"] = map[string]any{}
+	}
 	raw, err := s.request(ctx, "initialize", map[string]any{
 		"protocolVersion": ProtocolVersion,
-		// What the bridge relays to the queue's clients, per call.
-		"capabilities": map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}, "roots": map[string]any{}},
-		"clientInfo":   map[string]any{"name": "mcpqueue-bridge", "version": "1"},
+		"capabilities":    caps,
+		"clientInfo":      map[string]any{"name": "mcpqueue-bridge", "version": "1"},
 	})
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
@@ -292,10 +302,12 @@ func (s *session) quiet(grace time.Duration) bool {
 func (s *session) serve(m *message) {
 	var result json.RawMessage
 	var rerr *wireError
-	switch m.Method {
-	case "ping":
+	switch {
+	case m.Method == "ping":
 		result = json.RawMessage(`{}`)
-	case "elicitation/create", "sampling/createMessage", "roots/list":
+	case m.Method == "roots/list" && !s.roots:
+		rerr = &wireError{Code: -32601, Message: "roots are not relayed to this server (the bridge's roots option)"}
+	case m.Method == "elicitation/create" || m.Method == "sampling/createMessage" || m.Method == "roots/list":
 		s.mu.Lock()
 		a := s.running
 		s.mu.Unlock()
@@ -336,10 +348,10 @@ func (s *session) notification(m *message) {
 		if a != nil {
 			a.cancelled(m.Params)
 		}
-	case "notifications/tools/list_changed":
-		go s.changed(s, "tools")
-	case "notifications/prompts/list_changed":
-		go s.changed(s, "prompts")
+	case "notifications/tools/list_changed", "notifications/prompts/list_changed":
+		if s.ready.Load() {
+			go s.changed(s, strings.TrimSuffix(strings.TrimPrefix(m.Method, "notifications/"), "/list_changed"))
+		}
 	default:
 		s.log.Debug().Str("method", m.Method).Msg("server notification ignored")
 	}

@@ -21,7 +21,7 @@ func (w *Options) bridgeFlags(fs *flag.FlagSet) {
 		w.MCPStdio = append(w.MCPStdio, v)
 		return nil
 	})
-	fs.StringVar(&w.MCPConfig, "mcp-config", os.Getenv("MCPQ_MCP_CONFIG"), `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel"}}} (env MCPQ_MCP_CONFIG)`)
+	fs.StringVar(&w.MCPConfig, "mcp-config", os.Getenv("MCPQ_MCP_CONFIG"), `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"}}} (env MCPQ_MCP_CONFIG)`)
 }
 
 // startRelays starts the MCP servers of --mcp-stdio and --mcp-config and

@@ -37,6 +37,7 @@ type activeCall struct {
 	asks   map[string]context.CancelFunc // the server's open requests, by id
 	latest *progressUpdate               // not reported yet
 	wake   chan struct{}
+	finish chan struct{} // closed when the server answered: report the rest, return
 	idle   chan struct{} // closed when the progress reporter has returned
 }
 
@@ -51,7 +52,7 @@ type progressUpdate struct {
 // consumer.Retryable; ctx ending cancels the request on the server.
 func (s *session) call(ctx context.Context, c caller, method string, params map[string]any, token string) (json.RawMessage, error) {
 	a := &activeCall{c: c, taskID: c.TaskID(), token: token, aborted: make(chan error, 1),
-		asks: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), idle: make(chan struct{})}
+		asks: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), finish: make(chan struct{}), idle: make(chan struct{})}
 	a.ctx, a.stop = context.WithCancel(ctx)
 	go a.report()
 	s.attach(a)
@@ -71,10 +72,12 @@ func (s *session) call(ctx context.Context, c caller, method string, params map[
 	}
 	select {
 	case m := <-ch:
+		a.flush()
 		return outcome(m)
 	case <-s.done:
 		select {
 		case m := <-ch: // answered just before the end: the answer counts
+			a.flush()
 			return outcome(m)
 		default:
 		}
@@ -192,12 +195,20 @@ func (a *activeCall) progress(params json.RawMessage) {
 	}
 }
 
+// flush reports the progress the server sent before its answer.
+func (a *activeCall) flush() {
+	close(a.finish)
+	<-a.idle
+}
+
 func (a *activeCall) report() {
 	defer close(a.idle)
-	for {
+	for last := false; !last; {
 		select {
 		case <-a.ctx.Done():
 			return
+		case <-a.finish:
+			last = true
 		case <-a.wake:
 		}
 		a.mu.Lock()

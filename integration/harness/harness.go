@@ -33,6 +33,8 @@ type Bins struct {
 	NATSServer  string
 	// ExternalWorker is examples/external-worker, built in its own module.
 	ExternalWorker string
+	// GoSDKWorker is examples/gosdk-worker: a go-sdk server behind gosdk.Serve.
+	GoSDKWorker string
 }
 
 var (
@@ -60,10 +62,11 @@ func Build(t testing.TB) *Bins {
 		b := &Bins{Dir: dir,
 			API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
 			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server"),
-			ExternalWorker: filepath.Join(dir, "external-worker")}
+			ExternalWorker: filepath.Join(dir, "external-worker"), GoSDKWorker: filepath.Join(dir, "gosdk-worker")}
 		for out, pkg := range map[string]string{
 			b.API: "./cmd/api", b.Worker: "./cmd/worker", b.Conformance: "./examples/conformance",
 			b.NATSServer: "github.com/nats-io/nats-server/v2", b.ExternalWorker: "examples/external-worker",
+			b.GoSDKWorker: "./examples/gosdk-worker",
 		} {
 			args := []string{"build", "-o", out}
 			if os.Getenv("MCPQ_RACE_BINARIES") == "1" {

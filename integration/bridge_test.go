@@ -1,0 +1,296 @@
+package integration
+
+// Bring your MCP server: @modelcontextprotocol/server-everything (pinned in
+// integration/node) behind `worker --mcp-stdio` / `--mcp-config`, and a
+// go-sdk server behind gosdk.Serve (examples/gosdk-worker), driven through a
+// real api by the official clients of both protocol revisions.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+)
+
+// everything is how to start server-everything: the pinned Node 22 and the
+// package's entry point (stdio transport).
+func everything(t *testing.T) (node, script string) {
+	t.Helper()
+	node = officialNode(t)
+	script = filepath.Join(officialNodeDir(), "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(script); err != nil {
+		t.Fatalf("server-everything not installed: %v", err)
+	}
+	return node, script
+}
+
+// bridgeWorker starts a worker binary whose tools come from MCP servers
+// (args: --mcp-stdio / --mcp-config …) with env added to the test's, and
+// waits until it runs.
+func (s *system) bridgeWorker(t *testing.T, bin, name string, env []string, args ...string) *harness.Proc {
+	t.Helper()
+	all := append(append([]string{}, s.be.Args...), "--prefix", s.prefix, "--log-json")
+	p := harness.Start(t, name, bin, env, append(all, args...)...)
+	// Node may take a while to start on a loaded machine.
+	p.WaitOutput(t, "worker running", 90*time.Second)
+	return p
+}
+
+// listTools is tools/list through the Go client, by name.
+func listTools(t *testing.T, mcpURL string) map[string]map[string]json.RawMessage {
+	t.Helper()
+	var out struct {
+		Tools []map[string]json.RawMessage `json:"tools"`
+	}
+	if err := harness.NewClient(mcpURL, true).Call(context.Background(), "tools/list", nil, &out); err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	byName := map[string]map[string]json.RawMessage{}
+	for _, tl := range out.Tools {
+		var n string
+		_ = json.Unmarshal(tl["name"], &n)
+		byName[n] = tl
+	}
+	return byName
+}
+
+// Acceptance 1: server-everything behind `worker --mcp-stdio`, with both
+// official clients. The command is wrapped in a tee of the child's standard
+// input, so the test reads what the child received.
+func TestBridgeEverythingWithOfficialClients(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		node, script := everything(t)
+		received := filepath.Join(t.TempDir(), "child-stdin.log")
+		cmd := fmt.Sprintf(`/bin/sh -c 'tee -a %s | exec %s %s stdio'`, received, node, script)
+		s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--concurrency", "2", "--mcp-stdio", cmd)
+
+		tools := listTools(t, s.mcpURL)
+		for _, name := range []string{"echo", "get-sum", "trigger-long-running-operation", "trigger-elicitation-request", "get-env", "get-structured-content"} {
+			if tools[name] == nil {
+				t.Fatalf("tools/list lacks %s (has %d tools)", name, len(tools))
+			}
+		}
+		if in := string(tools["echo"]["inputSchema"]); !strings.Contains(in, `"message"`) {
+			t.Fatalf("echo's inputSchema %s", in)
+		}
+		if a := string(tools["echo"]["annotations"]); !strings.Contains(a, `"readOnlyHint":true`) {
+			t.Fatalf("echo's annotations %s", a)
+		}
+		if out := string(tools["get-structured-content"]["outputSchema"]); !strings.Contains(out, "temperature") {
+			t.Fatalf("get-structured-content's outputSchema %s", out)
+		}
+		if _, demo := tools["simulate-research-query"]; demo {
+			t.Fatal("a tool requiring task-augmented execution on the server was relayed")
+		}
+
+		// 2026-07-28 official client: plain tools complete as tasks.
+		e := runOfficialClient(t, s.mcpURL, "list-and-settle", "echo", `{"message":"from the queue"}`, "Echo: from the queue")
+		g := runOfficialClient(t, s.mcpURL, "list-and-settle", "get-sum", `{"a":2,"b":40}`, "The sum of 2 and 40 is 42.")
+		if e.Status != "completed" || g.Status != "completed" {
+			t.Fatalf("summaries %+v %+v", e, g)
+		}
+
+		// A long operation's progress notifications show on tasks/get.
+		c := harness.NewClient(s.mcpURL, true)
+		id := c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 4})
+		seen := map[string]bool{}
+		var last *harness.Task
+		harness.Eventually(t, 60*time.Second, func() (bool, string) {
+			tk, err := c.GetTask(context.Background(), id)
+			if err != nil {
+				return false, err.Error()
+			}
+			last = tk
+			if strings.HasPrefix(tk.StatusMessage, "progress ") {
+				seen[tk.StatusMessage] = true
+			}
+			return tk.Status != "working" && tk.Status != "input_required", "still " + tk.Status
+		})
+		if last.Status != "completed" || !strings.Contains(resultText(t, last.Result), "Long running operation completed") {
+			t.Fatalf("long operation ended %s: %+v", last.Status, last)
+		}
+		if len(seen) < 2 || !seen["progress 4/4"] {
+			t.Fatalf("tasks/get showed progress %v, want several steps up to progress 4/4", seen)
+		}
+
+		// An elicitation: input_required, answered with tasks/update.
+		el := runOfficialClient(t, s.mcpURL, "elicit", "trigger-elicitation-request", `{}`,
+			"User provided the requested information", `{"action":"accept","content":{"name":"Ada Lovelace"}}`)
+		if el.Status != "completed" || el.InputRequests == nil || *el.InputRequests != 1 || !slices.Contains(el.Statuses, "input_required") {
+			t.Fatalf("elicitation summary %+v", el)
+		}
+		if tk := taskFromGo(t, s.mcpURL, el.TaskID); !strings.Contains(string(tk.Result), "Name: Ada Lovelace") {
+			t.Fatalf("the server did not get the answer: %s", tk.Result)
+		}
+
+		// tasks/cancel reaches the child as notifications/cancelled.
+		cn := runOfficialClient(t, s.mcpURL, "cancel", "trigger-long-running-operation", `{"duration":60,"steps":60}`, "progress ")
+		if cn.Status != "cancelled" || cn.ElapsedMs >= 60000 {
+			t.Fatalf("cancel summary %+v", cn)
+		}
+		harness.Eventually(t, 10*time.Second, func() (bool, string) {
+			b, _ := os.ReadFile(received)
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, `"method":"notifications/cancelled"`) && strings.Contains(line, `"reason":"consumer: task cancelled"`) {
+					return true, ""
+				}
+			}
+			return false, "the child never received notifications/cancelled"
+		})
+
+		// 2025-11-25 official client, same front end, same tools.
+		var v1 clientSummary
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "stream-result", []string{"echo", `{"message":"legacy"}`, "Echo: legacy"}, &v1)
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "stream-result", []string{"get-sum", `{"a":1,"b":2}`, "The sum of 1 and 2 is 3."}, &v1)
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "stream-result", []string{"trigger-long-running-operation", `{"duration":1,"steps":2}`, "Long running operation completed"}, &v1)
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "elicit", []string{"trigger-elicitation-request", `{}`,
+			`{"action":"accept","content":{"name":"Grace Hopper"}}`, "User provided the requested information"}, &v1)
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "cancel", []string{"trigger-long-running-operation", `{"duration":60,"steps":60}`, "progress "}, &v1)
+		if v1.Status != "cancelled" {
+			t.Fatalf("2025-11-25 cancel summary %+v", v1)
+		}
+	})
+}
+
+// Acceptance 2 and 4: kill -9 of the child mid-call ends the task — done on
+// a retry, or failed naming the server and its exit status after the last
+// attempt — and the child's environment holds only what the configuration
+// names (the worker's own secrets do not reach it).
+func TestBridgeChildKilledAndEnvironment(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		node, script := everything(t)
+		cfg := filepath.Join(t.TempDir(), "mcp.json")
+		conf, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{
+			"command": node, "args": []string{script, "stdio"}, "env": map[string]string{"MCPQ_BRIDGE_MARK": "configured"},
+		}}})
+		if err := os.WriteFile(cfg, conf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w := s.bridgeWorker(t, s.bins.Worker, "worker", []string{"MCPQ_STATE_KEY=the-workers-secret", "MCPQ_BRIDGE_WORKER_ONLY=1"},
+			"--concurrency", "1", "--max-attempts", "2", "--mcp-config", cfg)
+		c := harness.NewClient(s.mcpURL, true)
+
+		// The environment, read back through get-env (inline call).
+		res, err := harness.NewClient(s.mcpURL, false).CallTool(context.Background(), "get-env", map[string]any{})
+		if err != nil {
+			t.Fatalf("get-env: %v", err)
+		}
+		env := childEnv(t, res)
+		keys := make([]string, 0, len(env))
+		for k := range env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		if !slices.Equal(keys, []string{"MCPQ_BRIDGE_MARK", "PATH"}) || env["MCPQ_BRIDGE_MARK"] != "configured" || env["PATH"] != "/usr/local/bin:/usr/bin:/bin" {
+			t.Fatalf("the child's environment is %v", env)
+		}
+
+		// kill -9 of the child while it runs the call: a retry completes it.
+		id := c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 2})
+		pid := runningChild(t, c, w, id, 0)
+		killed := time.Now()
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 %d: %v", pid, err)
+		}
+		var retried bool
+		var tk *harness.Task
+		harness.Eventually(t, 90*time.Second, func() (bool, string) {
+			var err error
+			if tk, err = c.GetTask(context.Background(), id); err != nil {
+				return false, err.Error()
+			}
+			retried = retried || strings.Contains(tk.StatusMessage, fmt.Sprintf(`attempt 1 of 2 failed, retrying: mcp server "everything": pid %d exited: signal: killed`, pid))
+			return tk.Status == "completed" || tk.Status == "failed" || tk.Status == "cancelled", tk.Status + ": " + tk.StatusMessage
+		})
+		if tk.Status != "completed" || !retried {
+			t.Fatalf("after kill -9 the task ended %s (retry message seen: %v): %+v", tk.Status, retried, tk)
+		}
+		t.Logf("kill -9 to completed on a fresh child: %s", time.Since(killed).Round(time.Millisecond))
+
+		// Killed on every attempt: failed, naming the server and how it ended.
+		id = c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 30, "steps": 30})
+		first := runningChild(t, c, w, id, 0)
+		_ = syscall.Kill(first, syscall.SIGKILL)
+		second := runningChild(t, c, w, id, first)
+		_ = syscall.Kill(second, syscall.SIGKILL)
+		tk = c.WaitStatus(t, id, 60*time.Second, "failed", "completed", "cancelled")
+		want := fmt.Sprintf(`mcp server "everything": pid %d exited: signal: killed`, second)
+		if tk.Status != "failed" || tk.Error == nil || !strings.Contains(tk.Error.Message, want) || !strings.Contains(tk.Error.Message, "attempt 2 of 2") {
+			t.Fatalf("killed twice the task ended %s: %+v (error %+v), want failed with %q", tk.Status, tk, tk.Error, want)
+		}
+	})
+}
+
+// childEnv decodes get-env's text (the child's process.env as JSON).
+func childEnv(t *testing.T, res map[string]json.RawMessage) map[string]string {
+	t.Helper()
+	raw, _ := json.Marshal(res)
+	var env map[string]string
+	if err := json.Unmarshal([]byte(resultText(t, raw)), &env); err != nil {
+		t.Fatalf("get-env text is not a JSON object: %v (%s)", err, raw)
+	}
+	return env
+}
+
+var startedPid = regexp.MustCompile(`"pid":(\d+),[^\n]*"message":"mcp server started"`)
+
+// runningChild waits until task id reports progress on a child other than
+// not, and returns that child's pid: the newest one the worker (one
+// session) started.
+func runningChild(t *testing.T, c *harness.Client, w *harness.Proc, id string, not int) int {
+	t.Helper()
+	var pid int
+	harness.Eventually(t, 90*time.Second, func() (bool, string) {
+		tk, err := c.GetTask(context.Background(), id)
+		if err != nil {
+			return false, err.Error()
+		}
+		if !strings.HasPrefix(tk.StatusMessage, "progress ") {
+			return false, "no progress yet: " + tk.Status + " " + tk.StatusMessage
+		}
+		m := startedPid.FindAllStringSubmatch(w.Output(), -1)
+		if len(m) == 0 {
+			return false, "no child started"
+		}
+		pid, _ = strconv.Atoi(m[len(m)-1][1])
+		return pid != not, fmt.Sprintf("still child %d", pid)
+	})
+	return pid
+}
+
+// Acceptance 3: a go-sdk server's typed tool that calls req.Session.Elicit
+// runs as a task through api, goes input_required and completes.
+func TestGoSDKServerElicitsInATask(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		officialNode(t)
+		s.bridgeWorker(t, s.bins.GoSDKWorker, "gosdk-worker", nil)
+		tools := listTools(t, s.mcpURL)
+		if d := tools["delete_file"]; d == nil || !strings.Contains(string(d["outputSchema"]), `"deleted"`) || !strings.Contains(string(d["annotations"]), `"destructiveHint":true`) {
+			t.Fatalf("delete_file as listed: %v", d)
+		}
+		file := fmt.Sprintf("notes-%d.txt", time.Now().UnixNano())
+		el := runOfficialClient(t, s.mcpURL, "elicit", "delete_file", fmt.Sprintf(`{"filename":%q}`, file), "Deleted "+file)
+		if el.Status != "completed" || !slices.Contains(el.Statuses, "input_required") || el.InputRequests == nil || *el.InputRequests != 1 {
+			t.Fatalf("elicit summary %+v", el)
+		}
+		if tk := taskFromGo(t, s.mcpURL, el.TaskID); tk.Status != "completed" || !strings.Contains(string(tk.Result), `"structuredContent":{"deleted":"`+file+`"}`) {
+			t.Fatalf("tasks/get from Go: %+v %s", tk, tk.Result)
+		}
+		var v1 clientSummary
+		runNodeClient(t, "sdk-v1-tasks.mjs", s.mcpURL, "elicit", []string{"delete_file", fmt.Sprintf(`{"filename":%q}`, file),
+			`{"action":"accept","content":{"confirm":true}}`, "Deleted " + file}, &v1)
+	})
+}

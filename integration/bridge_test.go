@@ -172,9 +172,13 @@ func TestBridgeChildKilledAndEnvironment(t *testing.T) {
 	onBrokers(t, func(t *testing.T, s *system) {
 		node, script := everything(t)
 		cfg := filepath.Join(t.TempDir(), "mcp.json")
-		conf, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"everything": map[string]any{
-			"command": node, "args": []string{script, "stdio"}, "env": map[string]string{"MCPQ_BRIDGE_MARK": "configured"},
-		}}})
+		conf, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+			"everything": map[string]any{
+				"command": node, "args": []string{script, "stdio"}, "env": map[string]string{"MCPQ_BRIDGE_MARK": "configured"},
+			},
+			// The same server again, under a prefix, with a short timeout.
+			"hasty": map[string]any{"command": node, "args": []string{script, "stdio"}, "prefix": "hasty.", "timeout": "1500ms"},
+		}})
 		if err := os.WriteFile(cfg, conf, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -197,9 +201,43 @@ func TestBridgeChildKilledAndEnvironment(t *testing.T) {
 			t.Fatalf("the child's environment is %v", env)
 		}
 
+		// A client without tasks gets the elicitation inline (MRTR) and
+		// retries with the answer: the call runs again and completes.
+		inline := harness.NewClient(s.mcpURL, false)
+		first, err := inline.CallTool(context.Background(), "trigger-elicitation-request", map[string]any{})
+		if err != nil || string(first["resultType"]) != `"input_required"` {
+			t.Fatalf("inline elicitation: %v %v", first, err)
+		}
+		var reqs map[string]struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(first["inputRequests"], &reqs)
+		if len(reqs) != 1 || reqs["input_1"].Method != "elicitation/create" {
+			t.Fatalf("inline input requests %s", first["inputRequests"])
+		}
+		var done map[string]json.RawMessage
+		if err := inline.Call(context.Background(), "tools/call", map[string]any{"name": "trigger-elicitation-request", "arguments": map[string]any{},
+			"inputResponses": map[string]any{"input_1": map[string]any{"action": "accept", "content": map[string]any{"name": "Inline"}}},
+			"requestState":   json.RawMessage(first["requestState"])}, &done); err != nil {
+			t.Fatalf("inline retry: %v", err)
+		}
+		if raw, _ := json.Marshal(done); !strings.Contains(string(raw), "Name: Inline") {
+			t.Fatalf("inline retry result %s", raw)
+		}
+
+		// The tool's timeout cancels the call on the child and fails the task.
+		id := c.StartTask(t, "hasty.trigger-long-running-operation", map[string]any{"duration": 30, "steps": 30})
+		if tk := c.WaitStatus(t, id, 60*time.Second, "failed", "completed", "cancelled"); tk.Status != "failed" || !strings.Contains(tk.Error.Message, "timed out after 1.5s") {
+			t.Fatalf("a call past its timeout ended %s: %+v", tk.Status, tk.Error)
+		}
+		w.WaitOutput(t, `"server":"hasty","request"`, 10*time.Second) // sent notifications/cancelled
+		if !strings.Contains(w.Output(), `"reason":"consumer: tool timed out"`) {
+			t.Fatal("no notifications/cancelled for the timed-out call")
+		}
+
 		// kill -9 of the child while it runs the call: a retry completes it.
-		id := c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 2})
-		pid := runningChild(t, c, w, id, 0)
+		id = c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 2})
+		pid := runningChild(t, c, w, "everything", id, 0)
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill -9 %d: %v", pid, err)
@@ -221,9 +259,9 @@ func TestBridgeChildKilledAndEnvironment(t *testing.T) {
 
 		// Killed on every attempt: failed, naming the server and how it ended.
 		id = c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 30, "steps": 30})
-		first := runningChild(t, c, w, id, 0)
-		_ = syscall.Kill(first, syscall.SIGKILL)
-		second := runningChild(t, c, w, id, first)
+		one := runningChild(t, c, w, "everything", id, 0)
+		_ = syscall.Kill(one, syscall.SIGKILL)
+		second := runningChild(t, c, w, "everything", id, one)
 		_ = syscall.Kill(second, syscall.SIGKILL)
 		tk = c.WaitStatus(t, id, 60*time.Second, "failed", "completed", "cancelled")
 		want := fmt.Sprintf(`mcp server "everything": pid %d exited: signal: killed`, second)
@@ -244,12 +282,11 @@ func childEnv(t *testing.T, res map[string]json.RawMessage) map[string]string {
 	return env
 }
 
-var startedPid = regexp.MustCompile(`"pid":(\d+),[^\n]*"message":"mcp server started"`)
-
 // runningChild waits until task id reports progress on a child other than
 // not, and returns that child's pid: the newest one the worker (one
-// session) started.
-func runningChild(t *testing.T, c *harness.Client, w *harness.Proc, id string, not int) int {
+// session per server) started for server.
+func runningChild(t *testing.T, c *harness.Client, w *harness.Proc, server, id string, not int) int {
+	startedPid := regexp.MustCompile(`"server":"` + server + `","pid":(\d+),[^\n]*"message":"mcp server started"`)
 	t.Helper()
 	var pid int
 	harness.Eventually(t, 90*time.Second, func() (bool, string) {

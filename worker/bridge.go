@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -14,7 +15,12 @@ import (
 
 // bridgeFlags registers --mcp-stdio and --mcp-config (package bridge).
 func (w *Options) bridgeFlags(fs *flag.FlagSet) {
-	fs.Func("mcp-stdio", "relay the tools and prompts of an MCP server run as a child process speaking stdio: its command line, e.g. 'npx -y @modelcontextprotocol/server-everything' (repeatable; the child's environment is PATH="+bridge.DefaultPath+" only: use --mcp-config to give it more)", func(v string) error {
+	for _, line := range strings.Split(os.Getenv("MCPQ_MCP_STDIO"), "\n") {
+		if strings.TrimSpace(line) != "" {
+			w.MCPStdio = append(w.MCPStdio, line)
+		}
+	}
+	fs.Func("mcp-stdio", "relay the tools and prompts of an MCP server run as a child process speaking stdio: its command line, e.g. 'npx -y @modelcontextprotocol/server-everything' (repeatable; the child's environment is PATH="+bridge.DefaultPath+" only: use --mcp-config to give it more) (env MCPQ_MCP_STDIO, one command line per line)", func(v string) error {
 		if _, err := bridge.ParseCommandLine(v); err != nil {
 			return err
 		}

@@ -331,3 +331,36 @@ func TestGoSDKServerElicitsInATask(t *testing.T) {
 			`{"action":"accept","content":{"confirm":true}}`, "Deleted " + file}, &v1)
 	})
 }
+
+// A server's tools/list_changed takes effect in the running worker: a tool
+// the server adds is listed by api and runs as a task; one it removes
+// leaves tools/list and its calls get the unknown-tool error.
+func TestBridgeToolListChanges(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--mcp-stdio", s.bins.MCPServer)
+		c := harness.NewClient(s.mcpURL, true)
+		ctx := context.Background()
+		if tk := c.WaitStatus(t, c.StartTask(t, "grow", map[string]any{"name": "sprout"}), 30*time.Second, "completed", "failed"); tk.Status != "completed" {
+			t.Fatalf("grow ended %s: %+v", tk.Status, tk.Error)
+		}
+		harness.Eventually(t, 30*time.Second, func() (bool, string) {
+			return listTools(t, s.mcpURL)["sprout"] != nil, "sprout not in tools/list"
+		})
+		tk := c.WaitStatus(t, c.StartTask(t, "sprout", map[string]any{}), 30*time.Second, "completed", "failed")
+		if tk.Status != "completed" || resultText(t, tk.Result) != "grown sprout" {
+			t.Fatalf("sprout ended %s: %+v", tk.Status, tk)
+		}
+
+		if tk := c.WaitStatus(t, c.StartTask(t, "prune", map[string]any{"name": "sprout"}), 30*time.Second, "completed", "failed"); tk.Status != "completed" {
+			t.Fatalf("prune ended %s: %+v", tk.Status, tk.Error)
+		}
+		harness.Eventually(t, 30*time.Second, func() (bool, string) {
+			if listTools(t, s.mcpURL)["sprout"] != nil {
+				return false, "sprout still in tools/list"
+			}
+			_, err := c.CallTool(ctx, "sprout", map[string]any{})
+			return err != nil && strings.Contains(err.Error(), "Unknown tool"), fmt.Sprintf("calling the removed tool: %v", err)
+		})
+	})
+}

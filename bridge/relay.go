@@ -137,10 +137,9 @@ func (r *Relay) open(ctx context.Context) (*session, error) {
 			r.opts.Name = "mcp"
 		}
 	}
-	s.server = r.opts.Name
-	s.log = r.log.With().Str("server", r.opts.Name).Logger()
+	s.rename(r.opts.Name, r.log.With().Str("server", r.opts.Name).Logger())
 	s.ready.Store(true)
-	s.log.Info().Str("protocol", s.init.ProtocolVersion).Str("server_version", s.init.ServerInfo.Version).Msg("mcp session started")
+	s.logger().Info().Str("protocol", s.init.ProtocolVersion).Str("server_version", s.init.ServerInfo.Version).Msg("mcp session started")
 	return s, nil
 }
 
@@ -148,9 +147,9 @@ func (r *Relay) open(ctx context.Context) (*session, error) {
 func (r *Relay) listChanged(s *session, kind string) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.StartTimeout)
 	defer cancel()
-	s.log.Info().Str("list", kind).Msg("the server's list changed; reading it again")
+	s.logger().Info().Str("list", kind).Msg("the server's list changed; reading it again")
 	if err := r.refresh(ctx, s); err != nil {
-		s.log.Error().Err(err).Msg("the server's changed lists could not be applied; serving the old ones")
+		s.logger().Error().Err(err).Msg("the server's changed lists could not be applied; serving the old ones")
 	}
 }
 
@@ -198,7 +197,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 		if err := r.addTool(sub, t); err != nil {
 			if !r.skipped[t.Name] {
 				r.skipped[t.Name] = true
-				s.log.Warn().Str("tool", t.Name).Str("reason", err.Error()).Msg("tool not relayed")
+				s.logger().Warn().Str("tool", t.Name).Str("reason", err.Error()).Msg("tool not relayed")
 			}
 			continue
 		}
@@ -206,7 +205,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 	}
 	for _, p := range prompts {
 		if err := r.addPrompt(sub, p); err != nil {
-			s.log.Warn().Str("prompt", p.Name).Str("reason", err.Error()).Msg("prompt not relayed")
+			s.logger().Warn().Str("prompt", p.Name).Str("reason", err.Error()).Msg("prompt not relayed")
 			continue
 		}
 		names = append(names, "prompt/"+r.opts.Prefix+p.Name)
@@ -216,7 +215,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 	}
 	r.listed = listed
 	sort.Strings(names)
-	s.log.Info().Strs("tools", names).Msg("relaying the server's tools and prompts")
+	s.logger().Info().Strs("tools", names).Msg("relaying the server's tools and prompts")
 	return nil
 }
 
@@ -238,11 +237,11 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 		}
 		var res map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, fmt.Errorf("mcp server %q: %s: %w", s.server, method, err)
+			return nil, fmt.Errorf("mcp server %q: %s: %w", s.name(), method, err)
 		}
 		var items []T
 		if err := json.Unmarshal(res[field], &items); err != nil && len(res[field]) > 0 {
-			return nil, fmt.Errorf("mcp server %q: %s: %w", s.server, method, err)
+			return nil, fmt.Errorf("mcp server %q: %s: %w", s.name(), method, err)
 		}
 		out = append(out, items...)
 		cursor = ""
@@ -251,7 +250,7 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 			return out, nil
 		}
 	}
-	return nil, fmt.Errorf("mcp server %q: %s does not end", s.server, method)
+	return nil, fmt.Errorf("mcp server %q: %s does not end", s.name(), method)
 }
 
 // addTool registers one of the server's tools in sub.

@@ -69,9 +69,8 @@ type initializeResult struct {
 // session is one MCP client session with a server. It serves one call at a
 // time: whatever the server sends while a call runs belongs to that call.
 type session struct {
-	conn   Conn
-	server string // how messages name the server
-	log    zerolog.Logger
+	conn Conn
+	id   atomic.Pointer[identity] // the server's name is known once it answers initialize
 	// changed is told about the server's list_changed notifications.
 	changed func(s *session, kind string)
 	roots   bool // roots/list is relayed (Options.Roots)
@@ -94,11 +93,26 @@ type session struct {
 }
 
 func newSession(conn Conn, server string, log zerolog.Logger, changed func(*session, string), roots bool) *session {
-	s := &session{conn: conn, server: server, log: log, changed: changed, roots: roots,
+	s := &session{conn: conn, changed: changed, roots: roots,
 		pending: map[int64]chan *message{}, done: make(chan struct{})}
+	s.rename(server, log)
 	go s.read()
 	return s
 }
+
+// identity is how a session's messages and log lines name the server.
+type identity struct {
+	server string
+	log    zerolog.Logger
+}
+
+func (s *session) rename(server string, log zerolog.Logger) {
+	s.id.Store(&identity{server: server, log: log})
+}
+
+func (s *session) name() string { return s.id.Load().server }
+
+func (s *session) logger() *zerolog.Logger { return &s.id.Load().log }
 
 // initialize performs the handshake and sets the server's log level.
 // The capabilities are what the bridge relays to the queue's clients, per
@@ -124,7 +138,7 @@ func (s *session) initialize(ctx context.Context, logLevel string) error {
 	}
 	if len(s.init.Capabilities.Logging) > 0 && logLevel != "" && logLevel != "off" {
 		if _, err := s.request(ctx, "logging/setLevel", map[string]any{"level": logLevel}); err != nil {
-			s.log.Warn().Err(err).Msg("logging/setLevel refused")
+			s.logger().Warn().Err(err).Msg("logging/setLevel refused")
 		}
 	}
 	return nil
@@ -140,7 +154,7 @@ func (s *session) read() {
 		}
 		var m message
 		if err := json.Unmarshal(raw, &m); err != nil {
-			s.log.Warn().Err(err).Str("message", clip(raw)).Msg("undecodable message from the server; ignored")
+			s.logger().Warn().Err(err).Str("message", clip(raw)).Msg("undecodable message from the server; ignored")
 			continue
 		}
 		switch {
@@ -161,7 +175,7 @@ func (s *session) end(readErr error) {
 		err = x.Exit()
 	}
 	s.mu.Lock()
-	s.err = fmt.Errorf("mcp server %q: %w", s.server, err)
+	s.err = fmt.Errorf("mcp server %q: %w", s.name(), err)
 	s.mu.Unlock()
 	close(s.done)
 }
@@ -180,7 +194,7 @@ func (s *session) alive() bool {
 func (s *session) retire() {
 	s.retiring.Store(true)
 	if err := s.conn.Close(); err != nil {
-		s.log.Debug().Err(err).Msg("closing the session")
+		s.logger().Debug().Err(err).Msg("closing the session")
 	}
 	<-s.done
 }
@@ -214,7 +228,7 @@ func (s *session) write(v any) error {
 		return err
 	}
 	if err := s.conn.Write(b); err != nil {
-		return fmt.Errorf("mcp server %q: write: %w", s.server, err)
+		return fmt.Errorf("mcp server %q: write: %w", s.name(), err)
 	}
 	return nil
 }
@@ -253,7 +267,7 @@ func (s *session) request(ctx context.Context, method string, params any) (json.
 	select {
 	case m := <-ch:
 		if m.Error != nil {
-			return nil, fmt.Errorf("mcp server %q: %s: %w", s.server, method, m.Error)
+			return nil, fmt.Errorf("mcp server %q: %s: %w", s.name(), method, m.Error)
 		}
 		return m.Result, nil
 	case <-s.done:
@@ -272,7 +286,7 @@ func (s *session) cancel(id int64, ch chan *message, reason string) {
 	s.abandoned = ch
 	s.mu.Unlock()
 	if err := s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}); err == nil {
-		s.log.Info().Int64("request", id).Str("reason", reason).Msg("sent notifications/cancelled")
+		s.logger().Info().Int64("request", id).Str("reason", reason).Msg("sent notifications/cancelled")
 	}
 }
 
@@ -329,7 +343,7 @@ func (s *session) serve(m *message) {
 		reply["result"] = result
 	}
 	if err := s.write(reply); err != nil && s.alive() {
-		s.log.Warn().Err(err).Str("method", m.Method).Msg("answering the server's request failed")
+		s.logger().Warn().Err(err).Str("method", m.Method).Msg("answering the server's request failed")
 	}
 }
 
@@ -353,7 +367,7 @@ func (s *session) notification(m *message) {
 			go s.changed(s, strings.TrimSuffix(strings.TrimPrefix(m.Method, "notifications/"), "/list_changed"))
 		}
 	default:
-		s.log.Debug().Str("method", m.Method).Msg("server notification ignored")
+		s.logger().Debug().Str("method", m.Method).Msg("server notification ignored")
 	}
 }
 
@@ -369,13 +383,13 @@ func (s *session) logged(a *activeCall, params json.RawMessage) {
 	var ev *zerolog.Event
 	switch p.Level {
 	case "debug":
-		ev = s.log.Debug()
+		ev = s.logger().Debug()
 	case "info", "notice":
-		ev = s.log.Info()
+		ev = s.logger().Info()
 	case "warning":
-		ev = s.log.Warn()
+		ev = s.logger().Warn()
 	default:
-		ev = s.log.Error()
+		ev = s.logger().Error()
 	}
 	if p.Logger != "" {
 		ev = ev.Str("logger", p.Logger)
@@ -386,7 +400,7 @@ func (s *session) logged(a *activeCall, params json.RawMessage) {
 	if a != nil {
 		ev = ev.Str("task", a.taskID)
 		if err := a.c.Log(a.ctx, p.Level, p.Data); err != nil {
-			s.log.Debug().Err(err).Msg("forwarding a server log message failed")
+			s.logger().Debug().Err(err).Msg("forwarding a server log message failed")
 		}
 	}
 	ev.Str("level_mcp", p.Level).Msg("server log")

@@ -65,10 +65,7 @@ func (s *session) call(ctx context.Context, c caller, method string, params map[
 	params["_meta"] = map[string]any{"progressToken": token}
 	id, ch, err := s.send(method, params)
 	if err != nil {
-		if !s.alive() {
-			return nil, consumer.Retryable(s.err)
-		}
-		return nil, err
+		return nil, consumer.Retryable(err) // the session is ending (see write)
 	}
 	select {
 	case m := <-ch:

@@ -228,6 +228,9 @@ func (s *session) write(v any) error {
 		return err
 	}
 	if err := s.conn.Write(b); err != nil {
+		// A stream that cannot be written is no session any more: end it,
+		// so the calls on it fail (Retryable) rather than wait.
+		go func() { _ = s.conn.Close() }()
 		return fmt.Errorf("mcp server %q: write: %w", s.name(), err)
 	}
 	return nil
@@ -285,9 +288,11 @@ func (s *session) cancel(id int64, ch chan *message, reason string) {
 	s.mu.Lock()
 	s.abandoned = ch
 	s.mu.Unlock()
-	if err := s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}); err == nil {
-		s.logger().Info().Int64("request", id).Str("reason", reason).Msg("sent notifications/cancelled")
-	}
+	go func() { // the handler need not wait for a server that reads slowly
+		if err := s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}); err == nil {
+			s.logger().Info().Int64("request", id).Str("reason", reason).Msg("sent notifications/cancelled")
+		}
+	}()
 }
 
 // quiet reports whether the session may serve another call: it is alive

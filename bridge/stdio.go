@@ -177,9 +177,16 @@ func (c *child) Read() ([]byte, error) {
 	}
 }
 
+// writeTimeout bounds one write to a child's standard input: a child that
+// reads nothing for that long, with the pipe full, is taken for hung.
+const writeTimeout = 30 * time.Second
+
 func (c *child) Write(msg []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if f, ok := c.stdin.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		_ = f.SetWriteDeadline(time.Now().Add(writeTimeout))
+	}
 	_, err := c.stdin.Write(append(msg, '\n'))
 	return err
 }

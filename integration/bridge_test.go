@@ -46,21 +46,32 @@ func (s *system) bridgeWorker(t *testing.T, bin, name string, env []string, args
 	return p
 }
 
-// listTools is tools/list through the Go client, by name.
-func listTools(t *testing.T, mcpURL string) map[string]map[string]json.RawMessage {
+// listTools is tools/list through the Go client, by name, once it lists
+// every one of want (a worker's catalog entries reach an api's cache
+// through the store's change feed: soon, not at once).
+func listTools(t *testing.T, mcpURL string, want ...string) map[string]map[string]json.RawMessage {
 	t.Helper()
-	var out struct {
-		Tools []map[string]json.RawMessage `json:"tools"`
-	}
-	if err := harness.NewClient(mcpURL, true).Call(context.Background(), "tools/list", nil, &out); err != nil {
-		t.Fatalf("tools/list: %v", err)
-	}
-	byName := map[string]map[string]json.RawMessage{}
-	for _, tl := range out.Tools {
-		var n string
-		_ = json.Unmarshal(tl["name"], &n)
-		byName[n] = tl
-	}
+	var byName map[string]map[string]json.RawMessage
+	harness.Eventually(t, 30*time.Second, func() (bool, string) {
+		var out struct {
+			Tools []map[string]json.RawMessage `json:"tools"`
+		}
+		if err := harness.NewClient(mcpURL, true).Call(context.Background(), "tools/list", nil, &out); err != nil {
+			return false, "tools/list: " + err.Error()
+		}
+		byName = map[string]map[string]json.RawMessage{}
+		for _, tl := range out.Tools {
+			var n string
+			_ = json.Unmarshal(tl["name"], &n)
+			byName[n] = tl
+		}
+		for _, w := range want {
+			if byName[w] == nil {
+				return false, fmt.Sprintf("tools/list lacks %s (has %d tools)", w, len(byName))
+			}
+		}
+		return true, ""
+	})
 	return byName
 }
 
@@ -75,12 +86,7 @@ func TestBridgeEverythingWithOfficialClients(t *testing.T) {
 		cmd := fmt.Sprintf(`/bin/sh -c 'tee -a %s | exec %s %s stdio'`, received, node, script)
 		s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--concurrency", "2", "--mcp-stdio", cmd)
 
-		tools := listTools(t, s.mcpURL)
-		for _, name := range []string{"echo", "get-sum", "trigger-long-running-operation", "trigger-elicitation-request", "get-env", "get-structured-content"} {
-			if tools[name] == nil {
-				t.Fatalf("tools/list lacks %s (has %d tools)", name, len(tools))
-			}
-		}
+		tools := listTools(t, s.mcpURL, "echo", "get-sum", "trigger-long-running-operation", "trigger-elicitation-request", "get-env", "get-structured-content")
 		if in := string(tools["echo"]["inputSchema"]); !strings.Contains(in, `"message"`) {
 			t.Fatalf("echo's inputSchema %s", in)
 		}
@@ -185,6 +191,7 @@ func TestBridgeChildKilledAndEnvironment(t *testing.T) {
 		w := s.bridgeWorker(t, s.bins.Worker, "worker", []string{"MCPQ_STATE_KEY=the-workers-secret", "MCPQ_BRIDGE_WORKER_ONLY=1"},
 			"--concurrency", "1", "--max-attempts", "2", "--mcp-config", cfg)
 		c := harness.NewClient(s.mcpURL, true)
+		listTools(t, s.mcpURL, "get-env", "trigger-long-running-operation", "hasty.trigger-long-running-operation")
 
 		// The environment, read back through get-env (inline call).
 		res, err := harness.NewClient(s.mcpURL, false).CallTool(context.Background(), "get-env", map[string]any{})
@@ -314,7 +321,7 @@ func TestGoSDKServerElicitsInATask(t *testing.T) {
 	onBrokers(t, func(t *testing.T, s *system) {
 		officialNode(t)
 		s.bridgeWorker(t, s.bins.GoSDKWorker, "gosdk-worker", nil)
-		tools := listTools(t, s.mcpURL)
+		tools := listTools(t, s.mcpURL, "delete_file")
 		if d := tools["delete_file"]; d == nil || !strings.Contains(string(d["outputSchema"]), `"deleted"`) || !strings.Contains(string(d["annotations"]), `"destructiveHint":true`) {
 			t.Fatalf("delete_file as listed: %v", d)
 		}
@@ -339,14 +346,13 @@ func TestBridgeToolListChanges(t *testing.T) {
 	t.Parallel()
 	onBrokers(t, func(t *testing.T, s *system) {
 		s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--mcp-stdio", s.bins.MCPServer)
+		listTools(t, s.mcpURL, "grow", "prune")
 		c := harness.NewClient(s.mcpURL, true)
 		ctx := context.Background()
 		if tk := c.WaitStatus(t, c.StartTask(t, "grow", map[string]any{"name": "sprout"}), 30*time.Second, "completed", "failed"); tk.Status != "completed" {
 			t.Fatalf("grow ended %s: %+v", tk.Status, tk.Error)
 		}
-		harness.Eventually(t, 30*time.Second, func() (bool, string) {
-			return listTools(t, s.mcpURL)["sprout"] != nil, "sprout not in tools/list"
-		})
+		listTools(t, s.mcpURL, "sprout")
 		tk := c.WaitStatus(t, c.StartTask(t, "sprout", map[string]any{}), 30*time.Second, "completed", "failed")
 		if tk.Status != "completed" || resultText(t, tk.Result) != "grown sprout" {
 			t.Fatalf("sprout ended %s: %+v", tk.Status, tk)

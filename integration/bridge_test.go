@@ -100,6 +100,26 @@ func TestBridgeEverythingWithOfficialClients(t *testing.T) {
 			t.Fatal("a tool requiring task-augmented execution on the server was relayed")
 		}
 
+		// Prompts are relayed too (always inline).
+		var prompts struct {
+			Prompts []struct{ Name string } `json:"prompts"`
+		}
+		ctx := context.Background()
+		if err := harness.NewClient(s.mcpURL, true).Call(ctx, "prompts/list", nil, &prompts); err != nil || !strings.Contains(fmt.Sprint(prompts), "{args-prompt}") {
+			t.Fatalf("prompts/list: %+v %v", prompts, err)
+		}
+		var prompt struct {
+			Messages []struct {
+				Content struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"messages"`
+		}
+		if err := harness.NewClient(s.mcpURL, true).Call(ctx, "prompts/get", map[string]any{"name": "args-prompt", "arguments": map[string]any{"city": "Paris", "state": "Texas"}}, &prompt); err != nil ||
+			len(prompt.Messages) != 1 || prompt.Messages[0].Content.Text != "What's weather in Paris, Texas?" {
+			t.Fatalf("prompts/get args-prompt: %+v %v", prompt, err)
+		}
+
 		// 2026-07-28 official client: plain tools complete as tasks.
 		e := runOfficialClient(t, s.mcpURL, "list-and-settle", "echo", `{"message":"from the queue"}`, "Echo: from the queue")
 		g := runOfficialClient(t, s.mcpURL, "list-and-settle", "get-sum", `{"a":2,"b":40}`, "The sum of 2 and 40 is 42.")

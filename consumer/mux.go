@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -39,6 +40,8 @@ type Tool struct {
 	Annotations map[string]any
 	// InputSchema overrides the schema inferred from the argument type.
 	InputSchema json.RawMessage
+	// OutputSchema overrides the schema inferred from the result type.
+	OutputSchema json.RawMessage
 	// InputFirst makes every call gather its input inline (MRTR rounds) and
 	// become a task only when the handler calls Continue.
 	InputFirst bool
@@ -68,9 +71,12 @@ type Tool struct {
 	InputTimeout time.Duration
 }
 
-// Mux routes jobs to handlers by tool name.
+// Mux routes jobs to handlers by tool name. Its set of tools may change
+// while a Worker runs it (Replace, in dynamic.go).
 type Mux struct {
+	mu    sync.RWMutex
 	tools map[string]*entry
+	dyn   dynamic
 }
 
 type entry struct {
@@ -94,11 +100,38 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // Out is returned as the result: *Result as is, anything else as
 // structuredContent with a JSON text copy. Registration mistakes panic.
 func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[In]) (Out, error)) {
+	t = checkTool(t)
+	in := t.InputSchema
+	if in == nil {
+		in = mustSchema[In](t.Name, "input")
+	}
+	out := t.OutputSchema
+	if out == nil && reflect.TypeFor[Out]() != reflect.TypeFor[*Result]() {
+		out = mustSchema[Out](t.Name, "output")
+	}
+	m.add(t.Name, toolEntry(t, in, out, func(ctx context.Context, cs *callState) (json.RawMessage, error) {
+		call := &Call[In]{callState: cs}
+		if len(cs.args) > 0 && string(cs.args) != "null" {
+			if err := json.Unmarshal(cs.args, &call.Args); err != nil {
+				return nil, &ProtocolError{Code: -32602, Message: "invalid arguments: " + err.Error()}
+			}
+		}
+		res, err := h(ctx, call)
+		if err != nil {
+			return nil, err
+		}
+		r, err := toResult(res)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r)
+	}))
+}
+
+// checkTool validates t and fills in its defaults; mistakes panic.
+func checkTool(t Tool) Tool {
 	if !toolName.MatchString(t.Name) {
 		panic(fmt.Sprintf("consumer: invalid tool name %q", t.Name))
-	}
-	if _, dup := m.tools[t.Name]; dup {
-		panic(fmt.Sprintf("consumer: tool %q registered twice", t.Name))
 	}
 	if t.TaskSupport == "" {
 		t.TaskSupport = TaskOptional
@@ -106,19 +139,16 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 || t.InputTimeout < 0 {
 		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts, Timeout or InputTimeout", t.Name))
 	}
-	in := t.InputSchema
-	if in == nil {
-		in = mustSchema[In](t.Name, "input")
-	}
-	var out json.RawMessage
-	if reflect.TypeFor[Out]() != reflect.TypeFor[*Result]() {
-		out = mustSchema[Out](t.Name, "output")
-	}
+	return t
+}
+
+// toolEntry is the entry of tool t with these schemas and run.
+func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs *callState) (json.RawMessage, error)) *entry {
 	var ann json.RawMessage
 	if t.Annotations != nil {
 		ann, _ = json.Marshal(t.Annotations)
 	}
-	m.tools[t.Name] = &entry{
+	return &entry{
 		info: taskstate.ToolInfo{
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: in, OutputSchema: out, Annotations: ann,
@@ -127,24 +157,23 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		timeout:        t.Timeout,
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
 		parkAfter: t.ParkAfter, inputTimeout: t.InputTimeout,
-		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
-			call := &Call[In]{callState: cs}
-			if len(cs.args) > 0 && string(cs.args) != "null" {
-				if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-					return nil, &ProtocolError{Code: -32602, Message: "invalid arguments: " + err.Error()}
-				}
-			}
-			res, err := h(ctx, call)
-			if err != nil {
-				return nil, err
-			}
-			r, err := toResult(res)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(r)
-		},
+		run: run,
 	}
+}
+
+// add registers e under key; a key registered already panics.
+func (m *Mux) add(key string, e *entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.tools[key]; dup {
+		kind, name, _ := strings.Cut(key, "/")
+		if name == "" {
+			kind, name = "tool", key
+		}
+		panic(fmt.Sprintf("consumer: %s %q registered twice", kind, name))
+	}
+	m.tools[key] = e
+	m.changedLocked()
 }
 
 func mustSchema[T any](tool, which string) json.RawMessage {
@@ -186,19 +215,25 @@ func toResult(out any) (*Result, error) {
 // tool's name, "prompt/<name>" for a prompt), for a worker that serves part
 // of what its binary registers (--tools). A name m does not register is an
 // error.
+//
+// The narrowed Mux follows m's later Replace calls, narrowed to the same
+// names.
 func (m *Mux) Only(names ...string) (*Mux, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	out := NewMux()
 	for _, n := range names {
 		e, ok := m.tools[n]
 		if !ok {
-			return nil, fmt.Errorf("consumer: %q is not registered here (registered: %s)", n, strings.Join(m.keys(), ", "))
+			return nil, fmt.Errorf("consumer: %q is not registered here (registered: %s)", n, strings.Join(m.keysLocked(), ", "))
 		}
 		out.tools[n] = e
 	}
+	m.followLocked(out, names)
 	return out, nil
 }
 
-func (m *Mux) keys() []string {
+func (m *Mux) keysLocked() []string {
 	out := make([]string, 0, len(m.tools))
 	for k := range m.tools {
 		out = append(out, k)
@@ -210,6 +245,8 @@ func (m *Mux) keys() []string {
 // Tools returns what the Mux publishes to the catalog (tools and prompts),
 // sorted by catalog key.
 func (m *Mux) Tools() []taskstate.ToolInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	out := make([]taskstate.ToolInfo, 0, len(m.tools))
 	for _, e := range m.tools {
 		out = append(out, e.info)

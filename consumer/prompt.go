@@ -43,14 +43,11 @@ func HandlePrompt(m *Mux, p Prompt, h func(ctx context.Context, call *Call[map[s
 		panic(fmt.Sprintf("consumer: invalid prompt name %q", p.Name))
 	}
 	key := taskstate.CatalogKey(taskstate.KindPrompt, p.Name)
-	if _, dup := m.tools[key]; dup {
-		panic(fmt.Sprintf("consumer: prompt %q registered twice", p.Name))
-	}
 	args, _ := json.Marshal(p.Arguments)
 	if p.Arguments == nil {
 		args = nil
 	}
-	m.tools[key] = &entry{
+	m.add(key, &entry{
 		info: taskstate.ToolInfo{
 			Kind: taskstate.KindPrompt, Name: p.Name, Title: p.Title, Description: p.Description,
 			Arguments: args, TaskSupport: TaskForbidden,
@@ -71,5 +68,5 @@ func HandlePrompt(m *Mux, p Prompt, h func(ctx context.Context, call *Call[map[s
 			}
 			return json.Marshal(res)
 		},
-	}
+	})
 }

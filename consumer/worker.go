@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
-	"sort"
 	"sync"
 	"time"
 
@@ -161,27 +160,10 @@ var (
 // ShutdownGrace to finish, cancels the rest and returns their jobs to the
 // queue. It returns after all of that.
 func (w *Worker) Run(ctx context.Context, mux *Mux) error {
-	if len(mux.tools) == 0 {
+	if len(keysOf(mux)) == 0 {
 		return errors.New("consumer: mux has no tools")
 	}
-	// Each tool is a route of its own: its jobs reach only workers that
-	// serve it, with its own lease, delivery bound and concurrency.
-	routes := make([]broker.ToolRoute, 0, len(mux.tools))
-	for key, e := range mux.tools {
-		routes = append(routes, broker.ToolRoute{
-			Tool: key, Lease: w.lease(e), MaxConcurrency: e.maxConcurrency,
-			// Attempts are counted on the record (real handler starts);
-			// the broker's delivery count only backstops jobs that cannot
-			// even be read. It runs ahead of real attempts: a delivery
-			// into a pull request that a stopped worker left behind
-			// counts too.
-			MaxDeliveries: w.maxDeliveries(e),
-		})
-	}
-	sort.Slice(routes, func(i, j int) bool { return routes[i].Tool < routes[j].Tool })
-	cons, err := w.queue.Consumer(ctx, broker.ConsumerOptions{
-		Tools: routes, Lease: w.cfg.Lease, Slots: w.cfg.Concurrency,
-	})
+	f, err := w.newFeed(ctx, mux) // a consumer of the tools' routes (feed.go)
 	if err != nil {
 		return err
 	}
@@ -201,8 +183,9 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	defer stopHandlers(ErrShutdown)
 
 	var bg sync.WaitGroup
-	bg.Add(1)
+	bg.Add(2)
 	go func() { defer bg.Done(); w.heartbeat(ctx, mux) }()
+	go func() { defer bg.Done(); f.follow(ctx) }() // the Mux's changes (Replace)
 
 	var slots sync.WaitGroup
 	for range w.cfg.Concurrency {
@@ -210,7 +193,7 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 		go func() {
 			defer slots.Done()
 			for {
-				d, err := cons.Next(ctx)
+				d, settled, err := f.next(ctx)
 				if err != nil {
 					if ctx.Err() == nil {
 						w.log.Error().Err(err).Msg("consumer stopped")
@@ -218,11 +201,12 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 					return
 				}
 				w.process(base, mux, d)
+				settled()
 			}
 		}()
 	}
 	close(w.ready)
-	w.log.Info().Int("concurrency", w.cfg.Concurrency).Int("tools", len(mux.tools)).Msg("worker running")
+	w.log.Info().Int("concurrency", w.cfg.Concurrency).Int("tools", len(keysOf(mux))).Msg("worker running")
 	<-ctx.Done()
 	w.log.Info().Dur("grace", w.cfg.ShutdownGrace).Msg("draining")
 
@@ -367,7 +351,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
 
-	e := mux.tools[taskstate.CatalogKey(job.Kind, job.Tool)]
+	e := mux.lookup(taskstate.CatalogKey(job.Kind, job.Tool))
 	if e == nil {
 		// Jobs are routed by tool, so this is a guard, not a path: a job
 		// published where this worker's tools go.
@@ -544,6 +528,10 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		// publishes the job again.
 		log.Info().Dur("took", took).Msg("parked: waiting for client input without a worker slot")
 		_ = d.Ack(io)
+		return
+	}
+	var retried bool
+	if retried, herr = w.retry(io, log, cs, d, herr, attempts); retried { // Retryable (retry.go)
 		return
 	}
 

@@ -54,6 +54,11 @@ type Options struct {
 	// built from one binary can so serve part of its tools, e.g. a GPU pool
 	// the one tool that needs a GPU.
 	Tools []string
+	// MCPStdio and MCPConfig name MCP servers whose tools and prompts the
+	// worker relays (--mcp-stdio command lines, an --mcp-config file; see
+	// package bridge).
+	MCPStdio  []string
+	MCPConfig string
 	// Telemetry is handed to the workers New builds (not a flag).
 	Telemetry *telemetry.Telemetry
 }
@@ -73,6 +78,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.Int64(&w.MaxResult, "max-result", "MCPQ_MAX_RESULT", consumer.DefaultMaxResult, "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs)")
 	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
+	w.bridgeFlags(fs, e)
 }
 
 // New builds a consumer.Worker on b.
@@ -120,15 +126,15 @@ func Main(name string, register func(*consumer.Mux)) {
 func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
 	mux := consumer.NewMux()
 	register(mux)
+	relays, err := wo.startRelays(ctx, mux, log) // --mcp-stdio, --mcp-config
+	if err != nil {
+		return err
+	}
+	defer relays.Close()
 	if len(wo.Tools) > 0 {
-		var err error
 		if mux, err = mux.Only(wo.Tools...); err != nil {
 			return fmt.Errorf("worker: --tools: %w", err)
 		}
-	}
-	keys := make([]string, 0, len(mux.Tools()))
-	for _, t := range mux.Tools() {
-		keys = append(keys, t.Key())
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := opts.Connect(cctx, name, log)
@@ -146,7 +152,13 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	reg := backend.NewRegistry()
 	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
 	wo.Telemetry = b.Telemetry(reg, tp)
-	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) { return keys, nil })
+	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) {
+		keys := []string{} // the tools served now: relayed ones come and go
+		for _, t := range mux.Tools() {
+			keys = append(keys, t.Key())
+		}
+		return keys, nil
+	})
 	w := wo.New(b, log)
 	if wo.Admin != "" {
 		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {

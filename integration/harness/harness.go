@@ -35,6 +35,10 @@ type Bins struct {
 	NATSServer  string
 	// ExternalWorker is examples/external-worker, built in its own module.
 	ExternalWorker string
+	// GoSDKWorker is examples/gosdk-worker: a go-sdk server behind gosdk.Serve.
+	GoSDKWorker string
+	// MCPServer is integration/mcpserver: a stdio MCP server whose tools change.
+	MCPServer string
 }
 
 var (
@@ -62,10 +66,12 @@ func Build(t testing.TB) *Bins {
 		b := &Bins{Dir: dir,
 			API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
 			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server"),
-			ExternalWorker: filepath.Join(dir, "external-worker")}
+			ExternalWorker: filepath.Join(dir, "external-worker"), GoSDKWorker: filepath.Join(dir, "gosdk-worker"),
+			MCPServer: filepath.Join(dir, "mcpserver")}
 		for out, pkg := range map[string]string{
 			b.API: "./cmd/api", b.Worker: "./cmd/worker", b.Conformance: "./examples/conformance",
 			b.NATSServer: "github.com/nats-io/nats-server/v2", b.ExternalWorker: "examples/external-worker",
+			b.GoSDKWorker: "./examples/gosdk-worker", b.MCPServer: "./integration/mcpserver",
 		} {
 			args := []string{"build", "-o", out}
 			if os.Getenv("MCPQ_RACE_BINARIES") == "1" {

@@ -33,6 +33,14 @@ var implSuffixes = []string{
 // implementation: binaries, the wiring they share, and end-to-end tests.
 var mayNameImpls = []string{"cmd", "backend", "integration"}
 
+// goSDK is the official Go MCP SDK. Only the adapter package gosdk and
+// users' code (examples, end-to-end tests) may depend on it: the queue's own
+// packages own their wire layer (ADR 0001) and must build without it.
+const goSDK = "github.com/modelcontextprotocol/go-sdk"
+
+// mayUseGoSDK are the packages that may import go-sdk.
+var mayUseGoSDK = []string{"gosdk", "examples", "integration"}
+
 // graph maps a module-relative package path ("" is the root) to its
 // non-test imports (full import paths).
 type graph map[string][]string
@@ -189,6 +197,23 @@ func check(g graph) []string {
 				}
 			}
 		}
+		// Only the adapter (and users' code) depends on go-sdk.
+		sdkOK := false
+		for _, d := range mayUseGoSDK {
+			sdkOK = sdkOK || under(p, d)
+		}
+		if !sdkOK {
+			for _, imp := range g[p] {
+				if imp == goSDK || strings.HasPrefix(imp, goSDK+"/") {
+					bad = append(bad, fmt.Sprintf("%s imports %s; only gosdk (and examples/, integration/) may", p, imp))
+				}
+			}
+			for dep, c := range g.deps(p) {
+				if under(dep, "gosdk") {
+					bad = append(bad, fmt.Sprintf("%s reaches go-sdk through gosdk: %s", p, chain(c)))
+				}
+			}
+		}
 	}
 	sort.Strings(bad)
 	return slices.Compact(bad)
@@ -298,6 +323,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		"integration":          {m("taskstate/natskv")},
 		"examples/demo":        {m("broker/asynqbroker")},
 		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
+		"gosdk":                {m("bridge"), goSDK + "/mcp"},
+		"bridge":               {m("consumer"), goSDK + "/jsonrpc"},
+		"worker":               {m("consumer"), m("gosdk")},
+		"examples/gosdk":       {m("gosdk"), goSDK + "/mcp"},
 	}
 	got := strings.Join(check(g), "\n")
 	for _, want := range []string{
@@ -317,12 +346,14 @@ func TestRulesCatchViolations(t *testing.T) {
 		"mcpfront reaches taskstate/redisstate: mcpfront → backend → taskstate/redisstate",
 		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
 		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
+		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
+		"worker reaches go-sdk through gosdk: worker → gosdk",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -11,12 +11,15 @@
 //                    MCPQ_EXPECT (default: render_report {title,pages:2},
 //                    expecting "2 pages rendered").
 //   cancel           start a long task (default wait {ms:60000}), wait until its
-//                    handler runs (statusMessage contains MCPQ_CANCEL_WHEN,
-//                    default "waiting"), cancel it with execution.cancel() and
-//                    check with tasks/get that it ends "cancelled".
+//                    handler runs (statusMessage contains the 5th argument or
+//                    MCPQ_CANCEL_WHEN, default "waiting"), cancel it with
+//                    execution.cancel() and check with tasks/get that it ends
+//                    "cancelled".
 //   elicit           call confirm_delete {filename}; the onInputRequest handler
 //                    accepts with {confirm:true}; the task must complete with
 //                    "Deleted <filename>" after exactly one input request.
+//                    With a 6th argument ANSWER_JSON (TOOL ARGS_JSON EXPECT
+//                    before it), any tool's elicitation is answered with it.
 //   listen           call a task tool (default wait {ms:1500}), open
 //                    client.listen({taskIds:[id]}) (subscriptions/listen) and
 //                    settle; the client must receive notifications/tasks for
@@ -40,7 +43,7 @@ const TASKS_EXT = "io.modelcontextprotocol/tasks";
 const clientInfo = { name: "mcpqueue-it-ext-tasks", version: "0.0.1" };
 const clientCapabilities = { elicitation: {}, sampling: {}, roots: {} };
 
-const [urlArg, scenario, toolArg, argsArg, expectArg] = process.argv.slice(2);
+const [urlArg, scenario, toolArg, argsArg, expectArg, answerArg] = process.argv.slice(2);
 const SCENARIOS = ["list-and-settle", "cancel", "elicit", "listen"];
 if (!urlArg || !SCENARIOS.includes(scenario)) {
   console.error(`usage: node ext-tasks.mjs URL {${SCENARIOS.join("|")}} [TOOL [ARGS_JSON [EXPECT]]]`);
@@ -231,7 +234,7 @@ async function listAndSettle() {
 async function cancelScenario() {
   const tool = toolArg ?? process.env.MCPQ_TOOL ?? "wait";
   const args = JSON.parse(argsArg ?? process.env.MCPQ_ARGS ?? JSON.stringify({ ms: 60000 }));
-  const runningMarker = process.env.MCPQ_CANCEL_WHEN ?? "waiting";
+  const runningMarker = expectArg ?? process.env.MCPQ_CANCEL_WHEN ?? "waiting";
 
   const started = Date.now();
   const execution = await session.callTool(tool, args, { task: { preference: "require" } });
@@ -287,6 +290,7 @@ async function elicitScenario() {
     check(req.kind === "elicitation", `input request kind ${req.kind}, want elicitation`);
     check(ctx.scope === "task" && ctx.delivery === "task-update", `input delivered as ${ctx.scope}/${ctx.delivery}, want task/task-update`);
     check(typeof ctx.inputId === "string" && ctx.inputId !== "", "input request without a key");
+    if (answerArg !== undefined) return JSON.parse(answerArg);
     check(typeof req.params?.message === "string" && req.params.message.includes(args.filename ?? ""),
       `elicitation message ${JSON.stringify(req.params?.message)} does not name the file`);
     const confirm = req.params?.requestedSchema?.properties?.confirm;

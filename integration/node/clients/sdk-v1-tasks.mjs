@@ -18,13 +18,17 @@
 //       reaches setRequestHandler(ElicitRequestSchema) exactly once (on the
 //       tasks/result stream, id mcpq-input:<task>:<key>, related-task _meta);
 //       it answers accept {confirm:true}; the result contains "Deleted".
+//   elicit URL TOOL ARGS_JSON ANSWER_JSON EXPECT
+//       the same with any tool: its elicitation is answered with ANSWER_JSON
+//       and the result must contain EXPECT.
 //   list URL [TOOL [ARGS_JSON]]
 //       creates 2 tasks (default wait {"ms":300}) in this session; tasks/list
 //       (all pages) shows both; a second client (another session) does not
 //       see them in its tasks/list and gets -32602 from tasks/get on them.
 //   cancel URL [TOOL [ARGS_JSON]]
 //       starts wait {"ms":60000} as a task, waits until its handler runs
-//       (statusMessage contains MCPQ_CANCEL_WHEN, default "waiting"),
+//       (statusMessage contains the 3rd argument or MCPQ_CANCEL_WHEN,
+//       default "waiting"),
 //       tasks/cancel → the returned Task is cancelled; tasks/get confirms;
 //       a second tasks/cancel is -32602.
 //
@@ -389,13 +393,19 @@ async function streamFailure() {
 }
 
 async function elicit() {
-  const filename = rest[0] ?? "report.pdf";
-  const tool = "confirm_delete";
+  // elicit [FILENAME] (confirm_delete) or elicit TOOL ARGS_JSON ANSWER_JSON EXPECT.
+  const generic = rest.length >= 4;
+  const filename = generic ? "" : rest[0] ?? "report.pdf";
+  const tool = generic ? rest[0] : "confirm_delete";
+  const args = generic ? JSON.parse(rest[1]) : { filename };
+  const answer = generic ? JSON.parse(rest[2]) : { action: "accept", content: { confirm: true } };
+  const expect = generic ? rest[3] : "Deleted";
   const c = await connect("A");
   const calls = [];
   let handlerFailure;
   c.client.setRequestHandler(ElicitRequestSchema, async (req, extra) => {
     calls.push({ id: extra.requestId, related: req.params._meta?.[RELATED_TASK]?.taskId, message: req.params.message });
+    if (generic) return answer;
     try {
       check(typeof req.params.message === "string" && req.params.message.includes(filename), `elicitation message ${JSON.stringify(req.params.message)} does not name ${filename}`);
       const confirm = req.params.requestedSchema?.properties?.confirm;
@@ -404,16 +414,16 @@ async function elicit() {
       handlerFailure ??= e.message;
       throw e;
     }
-    return { action: "accept", content: { confirm: true } };
+    return answer;
   });
   await taskTool(c, tool);
-  const s = await stream(c, tool, { filename });
+  const s = await stream(c, tool, args);
   if (handlerFailure) throw new CheckError(`elicitation handler: ${handlerFailure}`);
   check(s.error === undefined, `task ${s.taskId}: the stream reported an error: ${s.error?.code} ${s.error?.message}`);
   check(s.result, `task ${s.taskId}: no result (${s.order.join(",")})`);
   check(s.result.isError !== true, `result isError: ${JSON.stringify(s.result)}`);
   const text = textOf(s.result);
-  check(text.includes("Deleted"), `result text ${JSON.stringify(text)} does not contain "Deleted"`);
+  check(text.includes(expect), `result text ${JSON.stringify(text)} does not contain ${JSON.stringify(expect)}`);
   check(calls.length === 1, `the elicitation handler ran ${calls.length} times, want 1: ${JSON.stringify(calls)}`);
   const call = calls[0];
   check(call.related === s.taskId, `elicitation related-task ${call.related}, want ${s.taskId}`);
@@ -497,7 +507,7 @@ async function list() {
 async function cancel() {
   const tool = rest[0] ?? "wait";
   const args = JSON.parse(rest[1] ?? '{"ms":60000}');
-  const when = process.env.MCPQ_CANCEL_WHEN ?? "waiting";
+  const when = rest[2] ?? process.env.MCPQ_CANCEL_WHEN ?? "waiting";
   const c = await connect("A");
   await taskTool(c, tool);
   const t0 = Date.now();

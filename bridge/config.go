@@ -1,0 +1,200 @@
+package bridge
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/consumer"
+)
+
+// Server is one stdio server as configured: the command and how it is
+// relayed.
+type Server struct {
+	Command
+	// Name, Prefix, Sessions, Timeout, LogLevel and Roots as in Options.
+	Name     string
+	Prefix   string
+	Sessions int
+	Timeout  time.Duration
+	LogLevel string
+	Roots    bool
+}
+
+// ParseCommandLine splits a command line into words the way a POSIX shell
+// splits a simple command: blanks separate words, single quotes keep
+// everything literally, double quotes keep blanks and let a backslash
+// escape ", \ and $, and a backslash outside quotes escapes the next
+// character. Nothing is expanded ($VAR, ~ and globs stay as they are).
+func ParseCommandLine(line string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		case c == '\'':
+			end := strings.IndexByte(line[i+1:], '\'')
+			if end < 0 {
+				return nil, fmt.Errorf("bridge: unterminated ' in %q", line)
+			}
+			cur.WriteString(line[i+1 : i+1+end])
+			i += end + 1
+			inWord = true
+		case c == '"':
+			i++
+			for ; i < len(line) && line[i] != '"'; i++ {
+				if line[i] == '\\' && i+1 < len(line) && strings.IndexByte(`"\$`, line[i+1]) >= 0 {
+					i++
+				}
+				cur.WriteByte(line[i])
+			}
+			if i >= len(line) {
+				return nil, fmt.Errorf("bridge: unterminated \" in %q", line)
+			}
+			inWord = true
+		case c == '\\':
+			if i+1 < len(line) {
+				i++
+				cur.WriteByte(line[i])
+			}
+			inWord = true
+		default:
+			cur.WriteByte(c)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	if len(words) == 0 {
+		return nil, errors.New("bridge: empty command")
+	}
+	return words, nil
+}
+
+// FromCommandLine is the server a --mcp-stdio command line describes: no
+// environment but DefaultPath, the name the server gives itself.
+func FromCommandLine(line string) (Server, error) {
+	words, err := ParseCommandLine(line)
+	if err != nil {
+		return Server{}, err
+	}
+	return Server{Command: Command{Path: words[0], Args: words[1:]}}, nil
+}
+
+// fileServer is one entry of a configuration file's "mcpServers": the shape
+// MCP hosts use (command, args, env), plus the bridge's own settings.
+type fileServer struct {
+	Type        string            `json:"type"` // "stdio" or empty
+	Command     string            `json:"command"`
+	Args        []string          `json:"args"`
+	Env         map[string]string `json:"env"`
+	Cwd         string            `json:"cwd"`
+	Prefix      string            `json:"prefix"`
+	Concurrency int               `json:"concurrency"`
+	Timeout     string            `json:"timeout"`
+	LogLevel    string            `json:"logLevel"`
+	Roots       bool              `json:"roots"`
+	Disabled    bool              `json:"disabled"`
+}
+
+// LoadConfig reads a configuration file of servers, the JSON MCP hosts use:
+//
+//	{"mcpServers": {"everything": {
+//	    "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
+//	    "env": {"HOME": "/var/lib/mcp"},
+//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false}}}
+//
+// A server's key is its name. Its env is its whole environment (PATH
+// defaults to DefaultPath); "concurrency" is Options.Sessions. Entries with
+// "disabled": true are skipped; unknown fields are an error.
+func LoadConfig(path string) ([]Server, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bridge: %w", err)
+	}
+	var file struct {
+		MCPServers map[string]fileServer `json:"mcpServers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf("bridge: %s: %w", path, err)
+	}
+	names := make([]string, 0, len(file.MCPServers))
+	for n := range file.MCPServers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []Server
+	for _, n := range names {
+		f := file.MCPServers[n]
+		if f.Disabled {
+			continue
+		}
+		if f.Type != "" && f.Type != "stdio" {
+			return nil, fmt.Errorf("bridge: %s: server %q: type %q: only stdio servers are run", path, n, f.Type)
+		}
+		if f.Command == "" || f.Concurrency < 0 {
+			return nil, fmt.Errorf("bridge: %s: server %q: needs a command (and no negative concurrency)", path, n)
+		}
+		s := Server{Name: n, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots,
+			Command: Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}}
+		if f.Timeout != "" {
+			if s.Timeout, err = time.ParseDuration(f.Timeout); err != nil {
+				return nil, fmt.Errorf("bridge: %s: server %q: timeout: %w", path, n, err)
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Relays are the relays Start started.
+type Relays []*Relay
+
+// Close stops them all.
+func (rs Relays) Close() error {
+	for _, r := range rs {
+		_ = r.Close()
+	}
+	return nil
+}
+
+// Start relays each server's tools into mux (see Serve); sessions is the
+// default of Server.Sessions. On an error the ones started are stopped.
+func Start(ctx context.Context, mux *consumer.Mux, servers []Server, sessions int, log zerolog.Logger) (Relays, error) {
+	var out Relays
+	for _, s := range servers {
+		n := s.Sessions
+		if n <= 0 {
+			n = sessions
+		}
+		r, err := Serve(ctx, mux, s.Command.Dialer(log.With().Str("server", cmp.Or(s.Name, filepath.Base(s.Path))).Logger()), &Options{
+			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
+		})
+		if err != nil {
+			out.Close()
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

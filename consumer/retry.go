@@ -1,0 +1,63 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+)
+
+// Retryable marks err as the failure of this run rather than of the call:
+// the run ends as if its worker had crashed. While the tool's attempts last
+// the job runs again (after a short backoff, here or on another worker),
+// with the task's statusMessage saying why; the last attempt fails the task
+// with err's message. A handler that relays calls to another process
+// returns it when that process dies mid-call (package bridge).
+func Retryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &retryable{err}
+}
+
+type retryable struct{ err error }
+
+func (e *retryable) Error() string { return e.err.Error() }
+func (e *retryable) Unwrap() error { return e.err }
+
+// retry hands the job back for another attempt if herr is Retryable and
+// attempts remain (done: the job is dealt with). On the last attempt it
+// returns the error to fail the task with instead.
+func (w *Worker) retry(io context.Context, log zerolog.Logger, cs *callState, d broker.Delivery, herr error, attempts int) (done bool, _ error) {
+	var re *retryable
+	if !errors.As(herr, &re) {
+		return false, herr
+	}
+	if cs.attempt >= attempts {
+		return false, fmt.Errorf("%w (attempt %d of %d)", re.err, cs.attempt, attempts)
+	}
+	msg := fmt.Sprintf("attempt %d of %d failed, retrying: %v", cs.attempt, attempts, re.err)
+	_, err := cs.mutate(io, func(t *taskstate.Task) error {
+		if t.Status.Terminal() {
+			return taskstate.ErrSkip
+		}
+		t.Lease = nil // the next run need not wait for this one's lease
+		t.StatusMessage = msg
+		return nil
+	})
+	switch {
+	case errors.Is(err, ErrFenced):
+		return true, nil // another run holds the task, maybe this very job
+	case errors.Is(err, taskstate.ErrSkip), errors.Is(err, taskstate.ErrInvalidChange):
+		return false, herr // ended meanwhile (cancelled): finish acks
+	case err != nil:
+		log.Error().Err(err).Msg("recording the failed attempt; retrying the job")
+	}
+	log.Warn().Err(re.err).Int("attempt", cs.attempt).Int("attempts", attempts).Msg("run failed; the job runs again")
+	_ = d.Retry(io, backoff(cs.attempt))
+	return true, nil
+}

@@ -1,0 +1,60 @@
+package worker
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/bridge"
+	"github.com/mcpqueue/mcpqueue/consumer"
+)
+
+// bridgeFlags registers --mcp-stdio and --mcp-config (package bridge).
+func (w *Options) bridgeFlags(fs *flag.FlagSet, e *backend.Env) {
+	for _, line := range strings.Split(os.Getenv("MCPQ_MCP_STDIO"), "\n") {
+		if strings.TrimSpace(line) != "" {
+			w.MCPStdio = append(w.MCPStdio, line)
+		}
+	}
+	fs.Func("mcp-stdio", "relay the tools and prompts of an MCP server run as a child process speaking stdio: its command line, e.g. 'npx -y @modelcontextprotocol/server-everything' (repeatable; the child's environment is PATH="+bridge.DefaultPath+" only: use --mcp-config to give it more) (env MCPQ_MCP_STDIO, one command line per line)", func(v string) error {
+		if _, err := bridge.ParseCommandLine(v); err != nil {
+			return err
+		}
+		w.MCPStdio = append(w.MCPStdio, v)
+		return nil
+	})
+	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"}}}`)
+}
+
+// startRelays starts the MCP servers of --mcp-stdio and --mcp-config and
+// registers their tools in mux.
+func (w *Options) startRelays(ctx context.Context, mux *consumer.Mux, log zerolog.Logger) (bridge.Relays, error) {
+	var servers []bridge.Server
+	for _, line := range w.MCPStdio {
+		s, err := bridge.FromCommandLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("worker: --mcp-stdio: %w", err)
+		}
+		servers = append(servers, s)
+	}
+	if w.MCPConfig != "" {
+		more, err := bridge.LoadConfig(w.MCPConfig)
+		if err != nil {
+			return nil, fmt.Errorf("worker: --mcp-config: %w", err)
+		}
+		servers = append(servers, more...)
+	}
+	if len(servers) == 0 {
+		return nil, nil
+	}
+	sessions := w.Concurrency
+	if sessions <= 0 {
+		sessions = 1
+	}
+	return bridge.Start(ctx, mux, servers, sessions, log)
+}

@@ -69,6 +69,12 @@ type Tool struct {
 	// InputTimeout bounds how long a task waits for its client's answers,
 	// parked or not; then it fails saying so. Zero uses Config.InputTimeout.
 	InputTimeout time.Duration
+	// InlineWait caps how long the api may wait for a task of this tool to
+	// finish and answer a task-capable client with the result itself
+	// instead of a task handle (the api's --inline-wait, for tools it
+	// knows to be short). Zero leaves it to the api; negative always hands
+	// out a task handle (for a tool whose clients must get a task).
+	InlineWait time.Duration
 }
 
 // Mux routes jobs to handlers by tool name. Its set of tools may change
@@ -153,6 +159,7 @@ func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs
 			Name: t.Name, Title: t.Title, Description: t.Description,
 			InputSchema: in, OutputSchema: out, Annotations: ann,
 			TaskSupport: t.TaskSupport, TimeoutMs: t.Timeout.Milliseconds(), InputFirst: t.InputFirst,
+			InlineWaitMs: inlineWaitMs(t.InlineWait),
 		},
 		timeout:        t.Timeout,
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
@@ -253,4 +260,12 @@ func (m *Mux) Tools() []taskstate.ToolInfo {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
 	return out
+}
+
+// inlineWaitMs is Tool.InlineWait as the catalog keeps it: ms, -1 for never.
+func inlineWaitMs(d time.Duration) int64 {
+	if d < 0 {
+		return -1
+	}
+	return d.Milliseconds()
 }

@@ -183,7 +183,7 @@ func officialSystem(t *testing.T, broker string, workerBin func(*harness.Bins) s
 	officialNode(t) // fail early (and install once) before starting processes
 	prefix := "oc" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
 	be := harness.NewBackend(t, b, broker, prefix)
-	mcpURL, _ = harness.API(t, b, be, prefix)
+	mcpURL, _ = harness.API(t, b, be, prefix, "--inline-wait", "30ms") // the default: clients meet what users run
 	worker = harness.Worker(t, workerBin(b), "worker", be, prefix)
 	return mcpURL, worker
 }
@@ -232,6 +232,24 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 		w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
 		if w.Status != "completed" || w.TaskID == s.TaskID {
 			t.Fatalf("summary %+v", w)
+		}
+	})
+}
+
+// Adaptive completion with the official client: a short call it lets the
+// server decide about comes back as the result itself, a 2-second one as a
+// task it settles.
+func TestOfficialClientAdaptiveCompletion(t *testing.T) {
+	t.Parallel()
+	officialOnBrokers(t, func(t *testing.T, broker string) {
+		mcpURL, _ := officialSystem(t, broker, demoWorker)
+
+		s := runOfficialClient(t, mcpURL, "adaptive", "noop", `{}`, "ok")
+		if s.Text != "ok" || s.Status != "completed" || s.TaskID == "" {
+			t.Fatalf("summary %+v", s)
+		}
+		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "waited 2000 ms") {
+			t.Fatalf("tasks/get from Go: %+v", tk)
 		}
 	})
 }

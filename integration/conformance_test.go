@@ -56,7 +56,8 @@ func TestConformanceSuite(t *testing.T) {
 	// the per-broker subtests run scripts/conformance.sh in parallel: each
 	// would otherwise run its own npm ci in the same directory.
 	officialNode(t)
-	onBrokers(t, func(t *testing.T, s *system) {
+	// The api as users run it: adaptive completion on (the default wait).
+	onBrokersWith(t, []string{"--inline-wait", "30ms"}, func(t *testing.T, s *system) {
 		s.conformanceWorker(t, "conformance-worker")
 		runConformance(t, s.mcpURL, "2026-07-28", conformanceScenarios)
 		runConformance(t, s.mcpURL, "2025-11-25", legacyScenarios)

@@ -35,10 +35,15 @@ func newSystem(t *testing.T, broker string, apiArgs ...string) *system {
 
 // onBrokers runs f as a parallel subtest per broker, each on a system of its own.
 func onBrokers(t *testing.T, f func(t *testing.T, s *system)) {
+	onBrokersWith(t, nil, f)
+}
+
+// onBrokersWith is onBrokers with extra api arguments.
+func onBrokersWith(t *testing.T, apiArgs []string, f func(t *testing.T, s *system)) {
 	for _, broker := range brokers {
 		t.Run(broker, func(t *testing.T) {
 			t.Parallel()
-			f(t, newSystem(t, broker))
+			f(t, newSystem(t, broker, apiArgs...))
 		})
 	}
 }

@@ -159,7 +159,7 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
 	logs := &authLogBuffer{}
 	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{
-		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs),
+		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
 	})
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)

@@ -376,6 +376,11 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 			s.internalError(w, c.req.ID, "starting the task", err)
 			return
 		}
+		if wait := s.inlineWait(tool); wait > 0 {
+			if final := s.awaitInline(ctx, t, wait); final != nil && s.replyInline(ctx, w, c, final) {
+				return
+			}
+		}
 		writeResult(w, c.req.ID, s.createTaskResult(t))
 		return
 	}

@@ -153,8 +153,13 @@ func (d *durations) typical(t *taskstate.Task) time.Duration {
 	if t.Kind != taskstate.KindTool {
 		return 0
 	}
+	return d.typicalOf(t.Tool)
+}
+
+// typicalOf is how long tool's tasks usually take; 0 if not known.
+func (d *durations) typicalOf(tool string) time.Duration {
 	d.mu.RLock()
-	e := d.tools[t.Tool]
+	e := d.tools[tool]
 	d.mu.RUnlock()
 	if e == nil {
 		return 0

@@ -46,6 +46,10 @@ type Config struct {
 	// SyncTimeout bounds how long a call from a client without task support
 	// waits for its result. Default 2m; the task is cancelled past it.
 	SyncTimeout time.Duration
+	// InlineWait bounds how long a task-capable call of a short tool waits
+	// for its task to finish before the task handle is handed out (see
+	// inline.go). Default 30ms; negative: never wait.
+	InlineWait time.Duration
 	// BodyTimeout bounds how long a request's body may take to arrive once
 	// its headers have (a client that trickles a large body is cut off with
 	// 408). Default 30s.
@@ -160,6 +164,9 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	}
 	if c.MaxDepth <= 0 {
 		c.MaxDepth = defaultMaxDepth
+	}
+	if c.InlineWait == 0 {
+		c.InlineWait = 30 * time.Millisecond
 	}
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = 30 * time.Second

@@ -60,6 +60,10 @@ func testTools() *consumer.Mux {
 		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
 			return consumer.TextResult("echo: " + c.Args.Text), nil
 		})
+	consumer.Handle(mux, consumer.Tool{Name: "echo_task", InlineWait: -1}, // never answered inline
+		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
+			return consumer.TextResult("echo: " + c.Args.Text), nil
+		})
 	consumer.Handle(mux, consumer.Tool{Name: "inline_only", TaskSupport: consumer.TaskForbidden},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult("inline"), nil
@@ -204,6 +208,7 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	fcfg := &mcpfront.Config{
 		Name: "mcpfront-test", Version: "9.9.9",
 		SyncTimeout: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
+		InlineWait: -1, // tests look at the task a call starts; inline_test.go turns it on
 	}
 	for _, o := range opts {
 		o(fcfg)
@@ -944,7 +949,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s has no inputSchema", tool["name"])
 		}
 	}
-	want := []string{"ask", "block", "echo", "inline_only", "nap", "protocol_fail", "required_job", "tool_error"}
+	want := []string{"ask", "block", "echo", "echo_task", "inline_only", "nap", "protocol_fail", "required_job", "tool_error"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}

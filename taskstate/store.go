@@ -138,6 +138,10 @@ type ToolInfo struct {
 	InputFirst bool `json:"inputFirst,omitempty"`
 	// Arguments of a prompt (MCP PromptArgument list).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// InlineWaitMs caps how long the api may wait for a task of this tool
+	// to finish before handing out its task handle (adaptive completion):
+	// 0 leaves it to the api, negative never waits (a task handle always).
+	InlineWaitMs int64 `json:"inlineWaitMs,omitempty"`
 	// LiveUntil is when the entry's workers' heartbeats run out: while it
 	// is in the future some worker serves the tool. Workers refresh it.
 	LiveUntil time.Time `json:"liveUntil,omitzero"`

@@ -55,6 +55,7 @@ type config struct {
 	dataDir          string
 	natsSync         string
 	syncTimeout      time.Duration
+	inlineWait       time.Duration
 	taskTTL          time.Duration
 	allowedHosts     string
 	allowedOrigins   string
@@ -105,6 +106,7 @@ func main() {
 	e.String(&c.dataDir, "data-dir", "MCPQ_DATA_DIR", "data", "all-in-one: embedded NATS storage directory")
 	e.String(&c.natsSync, "nats-sync", "MCPQ_NATS_SYNC", "", "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always }")
 	e.Duration(&c.syncTimeout, "sync-timeout", "MCPQ_SYNC_TIMEOUT", 2*time.Minute, "how long a call from a client without task support waits for its result")
+	e.Duration(&c.inlineWait, "inline-wait", "MCPQ_INLINE_WAIT", 30*time.Millisecond, "how long a task-capable call of a short tool waits to answer with its result instead of a task handle; negative: always a handle")
 	e.Duration(&c.taskTTL, "task-ttl", "MCPQ_TASK_TTL", time.Hour, "how long a finished task is kept")
 	e.String(&c.allowedHosts, "allowed-hosts", "MCPQ_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback")
 	e.String(&c.allowedOrigins, "allowed-origins", "MCPQ_ALLOWED_ORIGINS", "", "comma-separated Origins accepted besides loopback")
@@ -356,6 +358,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		AllowedHosts:   hosts,
 		AllowedOrigins: backend.SplitList(c.allowedOrigins),
 		SyncTimeout:    c.syncTimeout,
+		InlineWait:     c.inlineWait,
 		MaxBody:        c.maxBody,
 		MaxArgs:        c.maxArgs,
 		RateLimit:      c.rateLimit,

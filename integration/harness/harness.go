@@ -318,22 +318,7 @@ func dropRedisKeys(t testing.TB, url, prefix string) {
 // API starts the api on be and waits until /healthz answers.
 func API(t testing.TB, b *Bins, be Backend, prefix string, extra ...string) (mcpURL string, p *Proc) {
 	t.Helper()
-	port := FreePort(t)
-	args := append(append([]string{}, be.Args...), "--prefix", prefix, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-json")
-	p = Start(t, "api", b.API, nil, append(args, extra...)...)
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	Eventually(t, 20*time.Second, func() (bool, string) {
-		if p.Exited() {
-			t.Fatalf("api exited:\n%s", p.Output())
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, resp.Status
-	})
-	return base + "/mcp", p
+	return APILogged(t, b, be, prefix, "api", "", nil, extra...)
 }
 
 // Worker starts a worker binary (b.Worker or b.Conformance) on be and waits until it runs.

@@ -20,6 +20,11 @@
 //                    "Deleted <filename>" after exactly one input request.
 //                    With a 6th argument ANSWER_JSON (TOOL ARGS_JSON EXPECT
 //                    before it), any tool's elicitation is answered with it.
+//   adaptive         call a short tool (default noop, expecting "ok") letting
+//                    the server choose (task preference "allow"): the answer
+//                    must be the result itself (kind "immediate", resultType
+//                    "complete", no tasks/get); then a long one (wait
+//                    {ms:2000}) must still come back as a task and settle.
 //   listen           call a task tool (default wait {ms:1500}), open
 //                    client.listen({taskIds:[id]}) (subscriptions/listen) and
 //                    settle; the client must receive notifications/tasks for
@@ -44,7 +49,7 @@ const clientInfo = { name: "mcpqueue-it-ext-tasks", version: "0.0.1" };
 const clientCapabilities = { elicitation: {}, sampling: {}, roots: {} };
 
 const [urlArg, scenario, toolArg, argsArg, expectArg, answerArg] = process.argv.slice(2);
-const SCENARIOS = ["list-and-settle", "cancel", "elicit", "listen"];
+const SCENARIOS = ["list-and-settle", "cancel", "elicit", "listen", "adaptive"];
 if (!urlArg || !SCENARIOS.includes(scenario)) {
   console.error(`usage: node ext-tasks.mjs URL {${SCENARIOS.join("|")}} [TOOL [ARGS_JSON [EXPECT]]]`);
   process.exit(2);
@@ -231,6 +236,30 @@ async function listAndSettle() {
   return { tool, taskId, status: outcome.status, statuses, text };
 }
 
+// Adaptive completion: the server answers a short call with its result and
+// a long one with a task; the client, not asking for either, handles both.
+async function adaptiveScenario() {
+  const tool = toolArg ?? process.env.MCPQ_TOOL ?? "noop";
+  const args = JSON.parse(argsArg ?? process.env.MCPQ_ARGS ?? "{}");
+  const expect = expectArg ?? process.env.MCPQ_EXPECT ?? "ok";
+
+  const short = await session.callTool(tool, args, { task: { preference: "allow" } });
+  check(short.kind === "immediate", `tools/call ${tool} came back as ${short.kind}, want the result itself (immediate)`);
+  const { outcome } = await short.settle();
+  check(outcome.status === "completed", `immediate ${tool} ended ${describeOutcome(outcome)}`);
+  const text = textOf(resultFromTaskOutcome(outcome));
+  check(text.includes(expect), `result text ${JSON.stringify(text)} does not contain ${JSON.stringify(expect)}`);
+  const calls = sent("tools/call");
+  check(calls.length === 1 && calls[0].resultType === "complete", `tools/call ${tool} resultType ${calls[0]?.resultType}, want complete`);
+  check(sent("tasks/get").length === 0, `an immediate result was polled with tasks/get`);
+
+  const long = await session.callTool("wait", { ms: 2000 }, { task: { preference: "allow" } });
+  check(long.kind === "task", `tools/call wait {ms:2000} came back as ${long.kind}, want a task`);
+  const settled = await settle(long);
+  check(settled.outcome.status === "completed", `task ${long.handle.taskId} ended ${describeOutcome(settled.outcome)}`);
+  return { tool, text, taskId: long.handle.taskId, status: settled.outcome.status, statuses: settled.statuses };
+}
+
 async function cancelScenario() {
   const tool = toolArg ?? process.env.MCPQ_TOOL ?? "wait";
   const args = JSON.parse(argsArg ?? process.env.MCPQ_ARGS ?? JSON.stringify({ ms: 60000 }));
@@ -388,7 +417,7 @@ try {
   check(session.capabilities.execution && session.capabilities.cancellation && session.capabilities.inputResponses,
     `ext-tasks did not enable v2 tasks: ${JSON.stringify(session.capabilities)}`);
 
-  const run = { "list-and-settle": listAndSettle, cancel: cancelScenario, elicit: elicitScenario, listen: listenScenario }[scenario];
+  const run = { "list-and-settle": listAndSettle, cancel: cancelScenario, elicit: elicitScenario, listen: listenScenario, adaptive: adaptiveScenario }[scenario];
   const summary = await run();
   checkWire();
   await session.close();

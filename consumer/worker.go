@@ -340,6 +340,21 @@ func (w *Worker) cancelRunning(id string, cause error) {
 	}
 }
 
+// record is the task record a delivery starts from: the one its job carries
+// on a first delivery (a compare-and-set on its revision tells whether it is
+// still current), else the stored one.
+func (w *Worker) record(ctx context.Context, d broker.Delivery) (*taskstate.Task, error) {
+	job := d.Job()
+	if len(job.Record) > 0 && job.RecordRev > 0 && d.Attempt() == 1 {
+		var t taskstate.Task
+		if err := json.Unmarshal(job.Record, &t); err == nil && t.ID == job.TaskID {
+			t.Revision = job.RecordRev
+			return &t, nil
+		}
+	}
+	return w.store.Get(ctx, job.TaskID)
+}
+
 // process runs one delivery to its end: a terminal record and an ack, a
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
@@ -385,7 +400,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	defer w.unregister(job.TaskID)
 
-	rec, err := w.store.Get(io, job.TaskID)
+	rec, err := w.record(io, d)
 	switch {
 	case errors.Is(err, taskstate.ErrNotFound):
 		log.Warn().Msg("job has no task record (expired or never created); dropping it")

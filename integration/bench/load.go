@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,16 +23,54 @@ type mcp struct {
 	seq  atomic.Int64
 }
 
-// newMCP returns a client of the api at base ("http://host:port").
-func newMCP(base string, conc int) *mcp {
-	return &mcp{path: "/mcp", pool: newConns(strings.TrimPrefix(base, "http://"), conc+8)}
+// newMCP returns a client of the MCP endpoint at url
+// ("http://host:port/mcp"; a URL without a path means /mcp) for up to conc
+// concurrent callers.
+func newMCP(rawURL string, conc int) (*mcp, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("MCP endpoint %q: want http://host:port/path (the client speaks plain HTTP/1.1)", rawURL)
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/mcp"
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += ":80"
+	}
+	return &mcp{path: path, pool: newConns(host, conc+8)}, nil
 }
 
 const (
 	capsPlain = `{"elicitation":{},"sampling":{}}`
 	capsTasks = `{"elicitation":{},"sampling":{},"extensions":{"io.modelcontextprotocol/tasks":{}}}`
-	waitCall  = `"name":"noop","arguments":{}`
 )
+
+// toolCall is the tool a row calls: its name (also the Mcp-Name header),
+// its arguments (compact JSON) and the tools/call params built from both.
+type toolCall struct {
+	name, args string
+	params     string // "name":…,"arguments":…
+}
+
+// newToolCall checks name and the JSON object args and builds the params.
+func newToolCall(name, args string) (toolCall, error) {
+	if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return toolCall{}, fmt.Errorf("tool name %q: want a non-empty name without control characters", name)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+		return toolCall{}, fmt.Errorf("arguments of %s %q: want a JSON object such as {} or {\"seconds\":0}", name, args)
+	}
+	var compact bytes.Buffer
+	_ = json.Compact(&compact, []byte(args)) // valid: it decoded
+	quoted, _ := json.Marshal(name)
+	return toolCall{name: name, args: compact.String(), params: `"name":` + string(quoted) + `,"arguments":` + compact.String()}, nil
+}
+
+// String is the tool as the report names it: `noop` {}.
+func (t toolCall) String() string { return "`" + t.name + "` " + t.args }
 
 type rpcError struct {
 	Code    int    `json:"code"`
@@ -156,34 +195,56 @@ func (p pollPolicy) describe() string {
 	return "every " + p.every.String()
 }
 
+// terminal reports whether a task status is final.
+func terminal(status string) bool {
+	return status == "completed" || status == "failed" || status == "cancelled"
+}
+
 // taskOnce runs one task: tools/call declaring the tasks extension, then
-// tasks/get after each wait poll sets, until the task is terminal.
-func (m *mcp) taskOnce(ctx context.Context, poll pollPolicy) (sample, error) {
+// tasks/get until the task is terminal. Every legal answer to the call is
+// taken: the plain result (the server finished the task within its inline
+// wait: one round trip, no polls), a handle already terminal (fetched at
+// once), or a handle still working (polled, each tasks/get after the wait
+// poll sets).
+func (m *mcp) taskOnce(ctx context.Context, t toolCall, poll pollPolicy) (sample, error) {
 	t0 := time.Now()
 	var h struct {
 		ResultType     string `json:"resultType"`
 		TaskID         string `json:"taskId"`
+		Status         string `json:"status"`
 		PollIntervalMs int64  `json:"pollIntervalMs"`
+		IsError        bool   `json:"isError"`
 	}
-	raw, err := m.call(ctx, "tools/call", "noop", waitCall, true, &h)
+	raw, err := m.call(ctx, "tools/call", t.name, t.params, true, &h)
 	if err != nil {
 		return sample{}, fmt.Errorf("tools/call: %w", err)
 	}
-	if h.ResultType != "task" || h.TaskID == "" {
-		return sample{}, fmt.Errorf("tools/call: want a task handle, got %.200s", raw)
+	s := sample{created: time.Now()}
+	s.create = s.created.Sub(t0)
+	switch {
+	case h.ResultType == "complete":
+		s.e2e, s.inline = s.create, true
+		if h.IsError {
+			return s, errToolError
+		}
+		return s, nil
+	case h.ResultType != "task" || h.TaskID == "":
+		return s, fmt.Errorf("tools/call: want a result or a task handle, got %.200s", raw)
 	}
-	s := sample{create: time.Since(t0)}
 	get := `"taskId":"` + h.TaskID + `"`
 	suggested, answer := h.PollIntervalMs, "tools/call"
-	for {
-		wait, err := poll.wait(suggested)
-		if err != nil {
-			return s, fmt.Errorf("%s: %w", answer, err)
+	for wait := !terminal(h.Status); ; wait = true {
+		if wait {
+			d, err := poll.wait(suggested)
+			if err != nil {
+				return s, fmt.Errorf("%s: %w", answer, err)
+			}
+			if err := sleepCtx(ctx, d); err != nil {
+				return s, err
+			}
+			s.waits++
+			s.pollWait += d
 		}
-		if err := sleepCtx(ctx, wait); err != nil {
-			return s, err
-		}
-		s.pollWait += wait
 		var g struct {
 			Status         string    `json:"status"`
 			CreatedAt      time.Time `json:"createdAt"`
@@ -208,7 +269,7 @@ func (m *mcp) taskOnce(ctx context.Context, poll pollPolicy) (sample, error) {
 			continue
 		case "completed":
 			s.e2e = time.Since(t0)
-			s.server = g.LastUpdatedAt.Sub(g.CreatedAt)
+			s.server = recordLife(g.CreatedAt, g.LastUpdatedAt)
 			if g.Result.IsError {
 				return s, errToolError
 			}
@@ -219,15 +280,29 @@ func (m *mcp) taskOnce(ctx context.Context, poll pollPolicy) (sample, error) {
 	}
 }
 
+// recordLife is createdAt → lastUpdatedAt, or 0 (no figure) when both are
+// whole seconds: a server that stamps seconds says nothing at this scale.
+func recordLife(created, updated time.Time) time.Duration {
+	if created.Nanosecond() == 0 && updated.Nanosecond() == 0 {
+		return 0
+	}
+	return updated.Sub(created)
+}
+
+// taskOp is taskOnce of t under poll, as drive wants it.
+func (m *mcp) taskOp(t toolCall, poll pollPolicy) func(context.Context) (sample, error) {
+	return func(ctx context.Context) (sample, error) { return m.taskOnce(ctx, t, poll) }
+}
+
 // syncOnce calls the tool without the tasks extension: the api waits for
 // the record to turn terminal and answers with the result inline.
-func (m *mcp) syncOnce(ctx context.Context) (sample, error) {
+func (m *mcp) syncOnce(ctx context.Context, t toolCall) (sample, error) {
 	t0 := time.Now()
 	var r struct {
 		ResultType string `json:"resultType"`
 		IsError    bool   `json:"isError"`
 	}
-	raw, err := m.call(ctx, "tools/call", "noop", waitCall, false, &r)
+	raw, err := m.call(ctx, "tools/call", t.name, t.params, false, &r)
 	if err != nil {
 		return sample{}, fmt.Errorf("tools/call: %w", err)
 	}
@@ -238,6 +313,11 @@ func (m *mcp) syncOnce(ctx context.Context) (sample, error) {
 		return sample{}, errToolError
 	}
 	return sample{e2e: time.Since(t0)}, nil
+}
+
+// syncOp is syncOnce of t, as drive wants it.
+func (m *mcp) syncOp(t toolCall) func(context.Context) (sample, error) {
+	return func(ctx context.Context) (sample, error) { return m.syncOnce(ctx, t) }
 }
 
 // drive runs op in conc closed loops until win ends; operations that

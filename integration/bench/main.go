@@ -38,6 +38,18 @@ import (
 // pollOnePolicy is how (d) polls: --poll-one's fixed interval, 0 back to back.
 func (c *config) pollOnePolicy() pollPolicy { return pollPolicy{every: c.pollOne} }
 
+// pollAltPolicy is how (b′) polls: the mode --poll did not pick — a fixed
+// --poll-fixed interval when --poll follows the server, else the server.
+func (c *config) pollAltPolicy() pollPolicy {
+	if c.poll.server {
+		return pollPolicy{every: c.pollFixed}
+	}
+	return pollPolicy{server: true}
+}
+
+// longPolicy is how (g) polls: as the server suggests.
+var longPolicy = pollPolicy{server: true}
+
 type config struct {
 	brokers    []string
 	duration   time.Duration
@@ -46,6 +58,14 @@ type config struct {
 	workerConc int
 	poll       pollPolicy
 	pollOne    time.Duration
+	pollFixed  time.Duration // (b′)'s interval when --poll is server
+	inlineWait time.Duration // api --inline-wait, the bound (g) is held to
+	workerKind string        // demo (cmd/worker) or conformance (examples/conformance)
+	call       toolCall      // --tool, --tool-args: what (b)–(e) call
+	long       toolCall      // --long-tool, --long-args: what (g) calls
+	longConc   int
+	peerURL    string // --peer-url, or the address of the --peer-bin it starts
+	peerBin    string
 	asynqPoll  time.Duration
 	asynqBusy  time.Duration
 	logLevel   string
@@ -67,9 +87,20 @@ func main() {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per phase (after the warm-up)")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "warm-up before each phase's measurement")
 	fs.IntVar(&c.conc, "concurrency", 64, "concurrent clients (task path, sync path) and in-flight tasks (ceiling)")
-	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker --concurrency (default: --concurrency)")
+	fs.IntVar(&c.workerConc, "worker-concurrency", 0, "worker --concurrency (default: the larger of --concurrency and --long-concurrency)")
+	fs.StringVar(&c.workerKind, "worker", "demo", "the worker to run: demo (cmd/worker) or conformance (examples/conformance, the conformance suite's fixture tools)")
+	var toolName, toolArgs, longName, longArgs string
+	fs.StringVar(&toolName, "tool", "noop", "the tool (b)–(e) call")
+	fs.StringVar(&toolArgs, "tool-args", "{}", "its arguments, a JSON object")
+	fs.StringVar(&longName, "long-tool", "", "(g): a tool that runs longer than --inline-wait (default: wait for the demo worker, slow_compute for conformance)")
+	fs.StringVar(&longArgs, "long-args", "", `(g): its arguments (default: {"ms":2000} for wait, {"seconds":2} for slow_compute, else {})`)
+	fs.IntVar(&c.longConc, "long-concurrency", 16, "(g): concurrent clients calling the long tool")
+	fs.DurationVar(&c.inlineWait, "inline-wait", 30*time.Millisecond, "api --inline-wait: how long a task-capable call of a short tool waits for its result (negative: never); (g) checks create p99 ≤ this + 5ms")
+	fs.StringVar(&c.peerURL, "peer-url", "", "after the backends, run (b), (b′) and (d) against this MCP server too (http://host:port/mcp, already running)")
+	fs.StringVar(&c.peerBin, "peer-bin", "", "like --peer-url, but start this server binary (MCPKIT_PEER_QUIET=1 PATH --addr 127.0.0.1:<free port>) and stop it at the end")
 	c.poll = pollPolicy{server: true}
 	fs.Var(&c.poll, "poll", "task path: wait before each tasks/get: server = the pollIntervalMs of the last answer (the create answer for the first), as the official clients do; or a fixed interval such as 2ms")
+	fs.DurationVar(&c.pollFixed, "poll-fixed", 5*time.Millisecond, "(b′) with --poll server: its fixed tasks/get interval")
 	fs.DurationVar(&c.pollOne, "poll-one", 0, "task path one at a time (d): interval between tasks/get polls; 0 polls again as soon as an answer says working (one waiting client can afford that; 64 cannot)")
 	fs.DurationVar(&c.asynqPoll, "asynq-poll", 100*time.Millisecond, "asynq: --asynq-poll given to api, worker and the ceiling (the binaries' default is 100ms)")
 	fs.DurationVar(&c.asynqBusy, "asynq-busy-poll", 2*time.Millisecond, "asynq: --asynq-busy-poll given to api, worker and the ceiling (the binaries' default is 2ms; at least --asynq-poll turns busy polling off)")
@@ -96,12 +127,24 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: --broker must be nats, asynq or both, not %q\n", brokerFlag)
 		os.Exit(2)
 	}
-	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.pollOne < 0 {
-		fmt.Fprintln(os.Stderr, "bench: --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --poll-one ≥ 0")
+	if c.conc < 1 || c.duration <= 0 || c.warmup < 0 || c.pollOne < 0 || c.pollFixed <= 0 || c.longConc < 1 || c.inlineWait == 0 {
+		fmt.Fprintln(os.Stderr, "bench: --concurrency ≥ 1, --duration > 0, --warmup ≥ 0, --poll-one ≥ 0, --poll-fixed > 0, --long-concurrency ≥ 1, --inline-wait ≠ 0")
 		os.Exit(2)
 	}
-	if c.workerConc <= 0 {
-		c.workerConc = c.conc
+	if err := c.setTools(toolName, toolArgs, longName, longArgs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	if err := c.checkPeer(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	switch {
+	case c.workerConc <= 0:
+		c.workerConc = max(c.conc, c.longConc)
+	case c.workerConc < c.longConc:
+		fmt.Fprintf(os.Stderr, "bench: --worker-concurrency %d < --long-concurrency %d: (g)'s tasks must all run at once\n", c.workerConc, c.longConc)
+		os.Exit(2)
 	}
 
 	cl := &cleanup{}
@@ -131,6 +174,57 @@ func main() {
 	}
 }
 
+// setTools checks --worker and builds the tool calls of the rows.
+func (c *config) setTools(name, args, longName, longArgs string) error {
+	defLong, defArgs := "wait", `{"ms":2000}`
+	switch c.workerKind {
+	case "demo":
+	case "conformance":
+		defLong, defArgs = "slow_compute", `{"seconds":2}`
+		if c.phase == "large" {
+			return errors.New("--phase large calls the demo worker's blob tool: use --worker demo")
+		}
+	default:
+		return fmt.Errorf("--worker must be demo or conformance, not %q", c.workerKind)
+	}
+	if longName == "" {
+		longName = defLong
+	}
+	if longArgs == "" {
+		longArgs = "{}"
+		if longName == defLong {
+			longArgs = defArgs
+		}
+	}
+	var err error
+	if c.call, err = newToolCall(name, args); err != nil {
+		return fmt.Errorf("--tool/--tool-args: %w", err)
+	}
+	if c.long, err = newToolCall(longName, longArgs); err != nil {
+		return fmt.Errorf("--long-tool/--long-args: %w", err)
+	}
+	return nil
+}
+
+// checkPeer checks --peer-url and --peer-bin.
+func (c *config) checkPeer() error {
+	switch {
+	case c.peerURL == "" && c.peerBin == "":
+		return nil
+	case c.peerURL != "" && c.peerBin != "":
+		return errors.New("--peer-url is a server already running, --peer-bin one the bench starts: give one of them")
+	case c.phase != "all":
+		return errors.New("--peer-url and --peer-bin go with --phase all")
+	case c.peerBin != "":
+		if st, err := os.Stat(c.peerBin); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			return fmt.Errorf("--peer-bin %s: not an executable file", c.peerBin)
+		}
+		return nil
+	}
+	_, err := newMCP(c.peerURL, 1)
+	return err
+}
+
 func defaultRedis() string {
 	if u := os.Getenv("MCPQ_TEST_REDIS"); u != "" {
 		if !strings.Contains(u, "://") {
@@ -148,8 +242,11 @@ func logf(format string, args ...any) {
 // backendRun holds one backend's figures.
 type backendRun struct {
 	name, desc               string
+	peer                     bool // a reference server: its CPU in the api column, no worker or broker
 	ceil, ceilOps            *result
 	task, sync, task1, sync1 *result
+	taskAlt                  *result   // (b′): the task path with the other poll mode
+	long                     *result   // (g): the handle of a long tool
 	syncRand                 *result   // sync, one at a time, randomly timed
 	syncQuiet                *result   // sync, one at a time, each after a quiet spell (asynq)
 	rss                      *rssRun   // --phase rss
@@ -166,9 +263,9 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		return err
 	}
 	printHeader(c, root)
-	logf("building api, worker and nats-server…")
+	logf("building api, %s worker and nats-server…", c.workerKind)
 	t0 := time.Now()
-	b, err := build(ctx, root, c.pprofDir != "", cl)
+	b, err := build(ctx, root, c.pprofDir != "", c.workerKind == "conformance", cl)
 	if err != nil {
 		return err
 	}
@@ -197,6 +294,14 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		default:
 			printBackend(os.Stdout, c, r)
 		}
+		runs = append(runs, r)
+	}
+	if c.peerURL != "" || c.peerBin != "" {
+		r := runPeer(ctx, c, cl)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		printBackend(os.Stdout, c, r)
 		runs = append(runs, r)
 	}
 	if c.phase == "all" {
@@ -235,8 +340,15 @@ func printHeader(c *config, root string) {
 		modVersion("github.com/hibiken/asynq"), modVersion("github.com/redis/go-redis/v9"))
 	fmt.Printf("settings: %s measured per phase after a %s warm-up; concurrency %d; worker --concurrency %d; tasks/get polls %s;\n",
 		c.duration, c.warmup, c.conc, c.workerConc, c.poll.describe())
-	fmt.Printf("          one at a time (d): tasks/get polls %s\n", c.pollOnePolicy().describe())
-	fmt.Printf("          api/worker --log-level %s; asynq --asynq-poll %s --asynq-busy-poll %s; tool `noop` {} (TaskOptional, demo worker)\n", c.logLevel, c.asynqPoll, c.asynqBusy)
+	fmt.Printf("          other poll mode (b′): tasks/get polls %s; one at a time (d): tasks/get polls %s\n", c.pollAltPolicy().describe(), c.pollOnePolicy().describe())
+	fmt.Printf("          api/worker --log-level %s; api --inline-wait %s; asynq --asynq-poll %s --asynq-busy-poll %s\n", c.logLevel, c.inlineWait, c.asynqPoll, c.asynqBusy)
+	fmt.Printf("          tool %s (%s worker); (g) long tool %s, %d clients, polls %s\n", c.call, c.workerKind, c.long, c.longConc, longPolicy.describe())
+	switch {
+	case c.peerBin != "":
+		fmt.Printf("          peer: %s, started by the bench on a free loopback port: (b), (b′), (d) with the same client\n", c.peerBin)
+	case c.peerURL != "":
+		fmt.Printf("          peer: %s, already running: (b), (b′), (d) with the same client\n", c.peerURL)
+	}
 	if c.pprofDir != "" {
 		fmt.Printf("          CPU profiles → %s (profiling perturbs the figures slightly)\n", c.pprofDir)
 	}
@@ -375,10 +487,8 @@ func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Option
 }
 
 // measureProcs starts api and one worker as separate processes and runs
-// (b)–(e), or the rss phase, against them.
+// (b)–(g), or the rss or large phase, against them.
 func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArgs []string, prefix string, pids map[string]int, natsProfile string, prof func(string) string, cl *cleanup) error {
-	name := r.name
-	phase := func(label string) { logf("%s: %s", name, label) }
 	port, err := freePort()
 	if err != nil {
 		return err
@@ -394,7 +504,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
 	}
 	common := append(append([]string{}, beArgs...), "--prefix", prefix, "--log-json", "--log-level", c.logLevel, "--shutdown-grace", "2s")
-	api, err := start("api", b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port))...)
+	api, err := start("api", b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--inline-wait", c.inlineWait.String())...)
 	if err != nil {
 		return err
 	}
@@ -416,8 +526,11 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	}
 	stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
 	defer stopWorker()
-	cli := newMCP(base, c.conc)
-	if err := waitTool(ctx, cli, worker, "noop"); err != nil {
+	cli, err := newMCP(base+"/mcp", max(c.conc, c.longConc))
+	if err != nil {
+		return err
+	}
+	if _, err := waitTools(ctx, cli, worker, c.call.name, c.long.name); err != nil {
 		return err
 	}
 	pids["api"], pids["worker"] = api.pid(), worker.pid()
@@ -430,70 +543,42 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		return err
 	}
 
-	window := func() window {
-		begin := time.Now()
-		return window{from: begin.Add(c.warmup), to: begin.Add(c.warmup + c.duration)}
-	}
-	taskOp := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.poll) }
-	checkAlive := func() error {
-		for _, p := range []*proc{api, worker} {
-			if p.exited() {
-				return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+	x := &runner{ctx: ctx, c: c, name: r.name, pids: pids, procs: []*proc{api, worker}}
+	if c.pprofDir != "" {
+		x.profile = func(phase string, w window) (func(), error) {
+			wait := profileProcs(ctx, targets, w, prof)(phase)
+			if phase != "task" {
+				return wait, nil
 			}
+			stop, err := profileWindow(prof("task-bench"), w) // the clients
+			if err != nil {
+				wait()
+				return nil, err
+			}
+			return func() { stop(); wait() }, nil
 		}
-		return nil
 	}
-
-	phase(fmt.Sprintf("(b) task path, %d clients", c.conc))
-	w := window()
-	wait := profileProcs(ctx, targets, w, prof)("task")
-	if p := prof("task-bench"); p != "" { // the clients
-		stop, err := profileWindow(p, w)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	if r.task, err = drive(ctx, "(b)  task path: tools/call → tasks/get polls", c.conc, w, pids, taskOp); err != nil {
+	if err := x.taskRows(r, cli); err != nil {
 		return err
 	}
-	wait()
-	if err := checkAlive(); err != nil {
+	if r.sync, err = x.profiledRow("sync", fmt.Sprintf("(c) sync path, %d clients", c.conc), "(c)  sync path: tools/call, result inline", cli.syncOp(c.call)); err != nil {
 		return err
 	}
-
-	phase(fmt.Sprintf("(c) sync path, %d clients", c.conc))
-	w = window()
-	wait = profileProcs(ctx, targets, w, prof)("sync")
-	if r.sync, err = drive(ctx, "(c)  sync path: tools/call, result inline", c.conc, w, pids, cli.syncOnce); err != nil {
-		return err
-	}
-	wait()
-	if err := checkAlive(); err != nil {
-		return err
-	}
-
-	phase("(d) task path, one at a time")
-	taskOne := func(ctx context.Context) (sample, error) { return cli.taskOnce(ctx, c.pollOnePolicy()) }
-	if r.task1, err = drive(ctx, "(d)  task path, one at a time", 1, window(), pids, taskOne); err != nil {
-		return err
-	}
-	phase("(d) sync path, one at a time")
-	if r.sync1, err = drive(ctx, "(d)  sync path, one at a time", 1, window(), pids, cli.syncOnce); err != nil {
+	if r.sync1, err = x.row("(d) sync path, one at a time", "(d)  sync path, one at a time", 1, x.window(), cli.syncOp(c.call)); err != nil {
 		return err
 	}
 	// Back-to-back calls arrive just after the worker finished the
 	// previous one, in step with a polling consumer; randomly timed
 	// calls show the pickup a lone caller sees.
 	pause := max(200*time.Millisecond, 2*c.asynqPoll)
-	phase(fmt.Sprintf("(e) sync path, one at a time, random 0–%s pause between calls", pause))
 	randomly := func(ctx context.Context) (sample, error) {
 		if err := sleepCtx(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
 			return sample{}, err
 		}
-		return cli.syncOnce(ctx)
+		return cli.syncOnce(ctx, c.call)
 	}
-	if r.syncRand, err = drive(ctx, fmt.Sprintf("(e)  sync, one at a time, 0–%s pauses", pause), 1, window(), pids, randomly); err != nil {
+	if r.syncRand, err = x.row(fmt.Sprintf("(e) sync path, one at a time, random 0–%s pause between calls", pause),
+		fmt.Sprintf("(e)  sync, one at a time, 0–%s pauses", pause), 1, x.window(), randomly); err != nil {
 		return err
 	}
 	r.syncRand.noRate = true
@@ -503,38 +588,46 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	// a quiet second meets the idle poll.
 	if r.name == "asynq" && c.asynqBusy < c.asynqPoll {
 		quiet := time.Second + 50*time.Millisecond // asynqbroker's BusyFor and a margin
-		phase(fmt.Sprintf("(e′) sync path, one at a time, %s + random 0–%s pause between calls", quiet, 2*c.asynqPoll))
 		afterQuiet := func(ctx context.Context) (sample, error) {
 			if err := sleepCtx(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
 				return sample{}, err
 			}
-			return cli.syncOnce(ctx)
+			return cli.syncOnce(ctx, c.call)
 		}
-		w := window()
+		w := x.window()
 		w.to = w.from.Add(max(c.duration, 15*time.Second))
-		if r.syncQuiet, err = drive(ctx, "(e′) sync, one at a time, after a quiet second", 1, w, pids, afterQuiet); err != nil {
+		if r.syncQuiet, err = x.row(fmt.Sprintf("(e′) sync path, one at a time, %s + random 0–%s pause between calls", quiet, 2*c.asynqPoll),
+			"(e′) sync, one at a time, after a quiet second", 1, w, afterQuiet); err != nil {
 			return err
 		}
 		r.syncQuiet.noRate = true
 	}
 
-	// Waiting for work is not free when the consumer polls.
-	phase("(f) idle: no calls")
-	w = window()
-	cpu := watchCPU(pids, w)
-	if err := sleepCtx(ctx, time.Until(w.from)); err != nil {
+	if err := r.idlePhase(x); err != nil {
 		return err
 	}
-	cmds0, _ := redisCommands(ctx, c.redisURL, name)
-	if err := sleepCtx(ctx, time.Until(w.to)); err != nil {
+	return x.longRow(r, cli)
+}
+
+// idlePhase is (f): no calls for one phase, the cost of waiting for work
+// (not free when the consumer polls).
+func (r *backendRun) idlePhase(x *runner) error {
+	logf("%s: (f) idle: no calls", r.name)
+	w := x.window()
+	cpu := watchCPU(x.pids, w)
+	if err := sleepCtx(x.ctx, time.Until(w.from)); err != nil {
 		return err
 	}
-	cmds1, _ := redisCommands(ctx, c.redisURL, name)
+	cmds0, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
+	if err := sleepCtx(x.ctx, time.Until(w.to)); err != nil {
+		return err
+	}
+	cmds1, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
 	r.idle = &result{name: "(f)  idle: no calls", window: w.to.Sub(w.from), noRate: true, cpu: cpu.wait()}
 	if cmds1 > cmds0 {
 		r.idleCmds = float64(cmds1-cmds0) / w.to.Sub(w.from).Seconds()
 	}
-	return checkAlive()
+	return x.alive()
 }
 
 // redisCommands is Redis's count of commands processed so far (asynq only).
@@ -623,22 +716,50 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 	}
 }
 
-// waitTool waits until the worker's tools are in the catalog the api reads.
-func waitTool(ctx context.Context, cli *mcp, p *proc, tool string) error {
+// waitTools waits until the server at cli lists every one of tools (for
+// the api: until the worker's tools are in the catalog it reads) and
+// returns the server's name and version from the answer's serverInfo ("" if
+// none). p, when not nil, is the process serving them: its exit ends the wait.
+func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if p.exited() {
-			return fmt.Errorf("worker exited: %v\n%s", p.err, p.out.String())
+		if p != nil && p.exited() {
+			return "", fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
 		}
-		raw, err := cli.call(ctx, "tools/list", "", "", false, nil)
-		if err == nil && strings.Contains(string(raw), `"name":"`+tool+`"`) {
-			return nil
+		var list struct {
+			Tools []struct {
+				Name string `json:"name"`
+			} `json:"tools"`
+			Meta struct {
+				Server struct {
+					Name    string `json:"name"`
+					Version string `json:"version"`
+				} `json:"io.modelcontextprotocol/serverInfo"`
+			} `json:"_meta"`
+		}
+		_, err := cli.call(ctx, "tools/list", "", "", false, &list)
+		listed := map[string]bool{}
+		for _, t := range list.Tools {
+			listed[t.Name] = true
+		}
+		var missing []string
+		for _, t := range tools {
+			if !listed[t] {
+				missing = append(missing, t)
+			}
+		}
+		if err == nil && len(missing) == 0 {
+			return strings.TrimSpace(list.Meta.Server.Name + " " + list.Meta.Server.Version), nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("tool %q not listed within 20s (last error %v):\n%s", tool, err, p.out.String())
+			out := ""
+			if p != nil {
+				out = "\n" + p.out.String()
+			}
+			return "", fmt.Errorf("tools %q not listed within 20s (last error %v):%s", missing, err, out)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return err
+			return "", err
 		}
 	}
 }

@@ -50,7 +50,8 @@ func (c *cleanup) runAll() {
 	}
 }
 
-// bins are the binaries the process phases start.
+// bins are the binaries the process phases start; worker is cmd/worker or,
+// with --worker conformance, examples/conformance.
 type bins struct {
 	dir, api, worker, nats string
 }
@@ -73,14 +74,19 @@ func init() {
 }
 `
 
-// build compiles api, worker and nats-server (the version in go.mod) into a
-// temporary directory, like integration/harness does.
-func build(ctx context.Context, root string, withPprof bool, cl *cleanup) (*bins, error) {
+// build compiles api, worker (or the conformance worker) and nats-server
+// (the version in go.mod) into a temporary directory, like
+// integration/harness does.
+func build(ctx context.Context, root string, withPprof, conformance bool, cl *cleanup) (*bins, error) {
 	dir, err := os.MkdirTemp("", "mcpq-bench-")
 	if err != nil {
 		return nil, err
 	}
 	cl.add("remove "+dir, func() { _ = os.RemoveAll(dir) })
+	workerPkg, workerBin := "./cmd/worker", "worker"
+	if conformance {
+		workerPkg, workerBin = "./examples/conformance", "conformance"
+	}
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	if withPprof {
 		src := filepath.Join(dir, "zz_bench_pprof.go")
@@ -89,20 +95,20 @@ func build(ctx context.Context, root string, withPprof bool, cl *cleanup) (*bins
 		}
 		overlay := fmt.Sprintf(`{"Replace":{%q:%q,%q:%q}}`,
 			filepath.Join(root, "cmd", "api", "zz_bench_pprof.go"), src,
-			filepath.Join(root, "cmd", "worker", "zz_bench_pprof.go"), src)
+			filepath.Join(root, filepath.FromSlash(workerPkg), "zz_bench_pprof.go"), src)
 		ov := filepath.Join(dir, "overlay.json")
 		if err := os.WriteFile(ov, []byte(overlay), 0o644); err != nil {
 			return nil, err
 		}
 		args = append(args, "-overlay", ov)
 	}
-	args = append(args, "./cmd/api", "./cmd/worker", "github.com/nats-io/nats-server/v2")
+	args = append(args, "./cmd/api", workerPkg, "github.com/nats-io/nats-server/v2")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	b := &bins{dir: dir, api: filepath.Join(dir, "api"), worker: filepath.Join(dir, "worker"), nats: filepath.Join(dir, "nats-server")}
+	b := &bins{dir: dir, api: filepath.Join(dir, "api"), worker: filepath.Join(dir, workerBin), nats: filepath.Join(dir, "nats-server")}
 	for _, p := range []string{b.api, b.worker, b.nats} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("build produced no %s: %w", p, err)

@@ -62,7 +62,7 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 			go func() {
 				defer wg.Done()
 				for ctx.Err() == nil && done.Load() < int64(target) {
-					if _, err := cli.taskOnce(ctx, c.poll); err != nil {
+					if _, err := cli.taskOnce(ctx, c.call, c.poll); err != nil {
 						if ctx.Err() != nil {
 							return
 						}

@@ -27,7 +27,9 @@ type result struct {
 	// latency samples of operations that completed inside the window
 	create, e2e, server []time.Duration
 	polls               int           // tasks/get calls made by the counted tasks
-	pollWait            time.Duration // the waits before them, in total
+	waits               int           // waits before a tasks/get (none before fetching a terminal handle)
+	pollWait            time.Duration // the waits, in total
+	inline              int           // tasks whose tools/call answered with the result
 	cpu                 map[string]float64
 	noRate              bool // paced phase: its ops/s says nothing
 }
@@ -52,20 +54,33 @@ func newRecorder(name string, conc int, win window) *recorder {
 
 type sample struct {
 	create, e2e, server time.Duration
-	polls               int
+	created             time.Time     // when the create answer came (zero: when the operation ended)
+	polls, waits        int           // tasks/get calls, and the waits before them
 	pollWait            time.Duration // waited before the polls, in total
+	inline              bool          // tools/call answered with the result
 }
 
-// done records an operation that completed at t, if t is in the window.
+// done records an operation that completed at t: its create latency if
+// the create answer came inside the window (as the ceiling's createDone),
+// the rest if t is in the window.
 func (r *recorder) done(t time.Time, s sample) {
-	if !r.win.has(t) {
+	created := s.created
+	if created.IsZero() {
+		created = t
+	}
+	createIn, doneIn := s.create > 0 && r.win.has(created), r.win.has(t)
+	if !createIn && !doneIn {
 		return
 	}
 	r.mu.Lock()
-	r.res.ops++
-	if s.create > 0 {
+	defer r.mu.Unlock()
+	if createIn {
 		r.res.create = append(r.res.create, s.create)
 	}
+	if !doneIn {
+		return
+	}
+	r.res.ops++
 	if s.e2e > 0 {
 		r.res.e2e = append(r.res.e2e, s.e2e)
 	}
@@ -73,8 +88,11 @@ func (r *recorder) done(t time.Time, s sample) {
 		r.res.server = append(r.res.server, s.server)
 	}
 	r.res.polls += s.polls
+	r.res.waits += s.waits
 	r.res.pollWait += s.pollWait
-	r.mu.Unlock()
+	if s.inline {
+		r.res.inline++
+	}
 }
 
 // createDone records a create latency alone (the ceiling's producer side).

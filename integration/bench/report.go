@@ -89,7 +89,7 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		}
 		fmt.Fprintf(w, ";\n    that is queueing + pickup + record writes + HTTP + the handler's own time (%s)", c.call)
 		if r.task1 != nil && len(r.task1.server) > 0 {
-			fmt.Fprintf(w, "; server side (task path, one at a time), record createdAt → completed p50 = %s ms", ms(pct(r.task1.server, .5)))
+			fmt.Fprintf(w, "; server side (task path, one at a time, the tasks handed out), record createdAt → completed p50 = %s ms (n=%d)", ms(pct(r.task1.server, .5)), len(r.task1.server))
 		}
 		fmt.Fprintln(w)
 	}
@@ -185,13 +185,13 @@ func printSummary(w io.Writer, c *config, runs []*backendRun) {
 		width = max(width, utf8.RuneCountInString(r.name))
 	}
 	fmt.Fprintf(w, "\n== summary (concurrency %d unless noted) ==\n", c.conc)
-	fmt.Fprintf(w, "%-44s", "")
+	fmt.Fprintf(w, "%-48s", "")
 	for _, r := range runs {
 		fmt.Fprintf(w, " %*s", width, r.name)
 	}
 	fmt.Fprintln(w)
 	row := func(label string, f func(r *backendRun) string) {
-		fmt.Fprintf(w, "%-44s", label)
+		fmt.Fprintf(w, "%-48s", label)
 		for _, r := range runs {
 			fmt.Fprintf(w, " %*s", width, f(r))
 		}
@@ -204,12 +204,11 @@ func printSummary(w io.Writer, c *config, runs []*backendRun) {
 		return fmt.Sprintf("%.0f", res.rate())
 	}
 	p := func(res *result, sel func(*result) []time.Duration, qs ...float64) string {
+		if res == nil {
+			return "-"
+		}
 		var out []string
 		for _, q := range qs {
-			if res == nil {
-				out = append(out, "-")
-				continue
-			}
 			out = append(out, ms(pct(sel(res), q)))
 		}
 		return strings.Join(out, " / ")
@@ -232,7 +231,7 @@ func printSummary(w io.Writer, c *config, runs []*backendRun) {
 	row("(d,e) sync p50 ms, one at a time", func(r *backendRun) string { return p(r.sync1, e2e, .5) })
 	row("(e)  same, randomly timed calls", func(r *backendRun) string { return p(r.syncRand, e2e, .5) })
 	row("(e′) same, after a quiet second", func(r *backendRun) string { return p(r.syncQuiet, e2e, .5) })
-	row(fmt.Sprintf("(g)  long tool create p50/p99/max ms, %d cl.", c.longConc), func(r *backendRun) string { return p(r.long, cr, .5, .99, 1) })
+	row(fmt.Sprintf("(g)  long tool, %d clients: create p50/p99/max", c.longConc), func(r *backendRun) string { return p(r.long, cr, .5, .99, 1) })
 	row(fmt.Sprintf("(g)  create p99 ≤ %s ms (inline wait + 5)", ms(longBound(c))), func(r *backendRun) string {
 		switch p99 := pct(longCreate(r), .99); {
 		case p99 < 0:
@@ -254,7 +253,7 @@ func printSummary(w io.Writer, c *config, runs []*backendRun) {
 			}
 		}
 		row("(b)  tasks/s ÷ peer's (b)", vsPeer(func(r *backendRun) string { return ratio(r.task, peer.task) }))
-		row("(b′) ÷ peer's (b′)", vsPeer(func(r *backendRun) string { return ratio(r.taskAlt, peer.taskAlt) }))
+		row("(b′) tasks/s ÷ peer's (b′)", vsPeer(func(r *backendRun) string { return ratio(r.taskAlt, peer.taskAlt) }))
 		row("(d)  end-to-end p50 ÷ peer's (d) p50", vsPeer(func(r *backendRun) string { return p50Ratio(r.task1, peer.task1) }))
 	}
 	printCPUTable(w, runs)

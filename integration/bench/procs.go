@@ -274,8 +274,10 @@ func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url 
 }
 
 // dropRedisKeys deletes what a system with this prefix left in Redis: its
-// own keys ("<prefix>:…"), its Asynq queue's ("asynq:{<prefix>}:…") and the
-// queue's entry in asynq:queues. It returns how many keys it deleted.
+// own keys ("<prefix>:…"), its Asynq queues' — one per tool,
+// "asynq:{<prefix>.tool.<tool>}:…" (asynqbroker.QueueName), and any
+// "asynq:{<prefix>}:…" — and the queues' entries in asynq:queues. It
+// returns how many keys it deleted.
 func dropRedisKeys(url, prefix string) (int, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
@@ -286,7 +288,7 @@ func dropRedisKeys(url, prefix string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := 0
-	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*"} {
+	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*", "asynq:{" + prefix + ".tool.*}:*"} {
 		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 		var keys []string
 		flush := func() error {
@@ -313,5 +315,15 @@ func dropRedisKeys(url, prefix string) (int, error) {
 			return n, err
 		}
 	}
-	return n, rdb.SRem(ctx, "asynq:queues", prefix).Err()
+	queues, err := rdb.SMembers(ctx, "asynq:queues").Result()
+	if err != nil {
+		return n, err
+	}
+	ours := []any{prefix}
+	for _, q := range queues {
+		if strings.HasPrefix(q, prefix+".tool.") {
+			ours = append(ours, q)
+		}
+	}
+	return n, rdb.SRem(ctx, "asynq:queues", ours...).Err()
 }

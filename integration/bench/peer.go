@@ -60,7 +60,7 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 			cpuOf += fmt.Sprintf(" (pid %d)", pid)
 		}
 		r.desc = fmt.Sprintf("peer MCP server at %s, %s; %s, no worker or broker", endpoint, where, cpuOf)
-		r.durability = "whatever the peer keeps (an in-memory server keeps nothing across a restart)"
+		r.durability = "the peer's own (not known to the bench)"
 		var procs []*proc
 		if p != nil {
 			procs = []*proc{p}

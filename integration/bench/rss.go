@@ -13,8 +13,8 @@ import (
 )
 
 // The rss phase (--phase rss) checks that the api keeps no per-task state:
-// C clients run no-op tasks through the task path (tools/call, tasks/get
-// until completed) and the api's resident set is read from /proc when
+// C clients run tasks of --tool through the task path (tools/call, tasks/get
+// until completed, or the result inline) and the api's resident set is read from /proc when
 // --rss-first and then --rss-tasks tasks have completed, each time after the
 // load stopped and the api had --rss-settle to go idle. Nothing is forced
 // (no GC call, no FreeOSMemory): the figures are what the kernel reports.

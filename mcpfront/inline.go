@@ -38,17 +38,32 @@ func (s *Server) inlineWait(tool *taskstate.ToolInfo) time.Duration {
 	return wait
 }
 
-// awaitInline waits up to wait for t to end. It returns the final record,
-// or nil when the task is still running (or asks for input) at the end of
-// the wait.
-func (s *Server) awaitInline(ctx context.Context, t *taskstate.Task, wait time.Duration) *taskstate.Task {
-	wctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	updates, err := s.store.Watch(wctx, t.ID)
-	if err != nil {
-		return nil
+// followInline follows the versions of task id, for at most the inline
+// wait of tool; nil (and nothing to stop) when tool's calls get a handle at
+// once. It is called before the record is created, so that no version
+// written in between is missed, and the bound counts from the call's start.
+func (s *Server) followInline(ctx context.Context, tool *taskstate.ToolInfo, id string) (<-chan *taskstate.Task, context.CancelFunc) {
+	wait := s.inlineWait(tool)
+	if wait <= 0 {
+		return nil, func() {}
 	}
-	for u := range updates {
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	versions, err := s.store.Follow(wctx, id)
+	if err != nil {
+		cancel()
+		return nil, func() {}
+	}
+	return versions, cancel
+}
+
+// awaitInline returns the task's final version if it arrives on versions
+// before the wait ends, nil when the task is still running (or asks for
+// input, or was cancelled) then, or when there is nothing to wait for.
+func awaitInline(versions <-chan *taskstate.Task) *taskstate.Task {
+	if versions == nil {
+		return nil // no wait for this call
+	}
+	for u := range versions {
 		switch {
 		case u.Status == taskstate.Completed || u.Status == taskstate.Failed:
 			return u

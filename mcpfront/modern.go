@@ -371,15 +371,15 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		StatusMessage: s.awaiting(tool),
 	}
 	if mode == taskstate.ModeTask {
+		versions, stop := s.followInline(ctx, tool, req.ID) // before the create: no version is missed
+		defer stop()
 		t, err := s.prod.Create(ctx, req)
 		if err != nil {
 			s.internalError(w, c.req.ID, "starting the task", err)
 			return
 		}
-		if wait := s.inlineWait(tool); wait > 0 {
-			if final := s.awaitInline(ctx, t, wait); final != nil && s.replyInline(ctx, w, c, final) {
-				return
-			}
+		if final := awaitInline(versions); final != nil && s.replyInline(ctx, w, c, final) {
+			return
 		}
 		writeResult(w, c.req.ID, s.createTaskResult(t))
 		return

@@ -46,12 +46,18 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		defer sub.Close()
 	}
 
+	// Follow before creating: no version is missed, and no read is needed.
+	versions, err := s.store.Follow(ctx, req.ID)
+	if err != nil {
+		s.internalError(w, c.req.ID, "following the call's record", err)
+		return
+	}
 	if _, err := s.prod.Create(ctx, req); err != nil {
 		s.log.Error().Err(err).Str("tool", req.Tool).Msg("starting call")
 		out.fail(errorf(codeInternal, http.StatusInternalServerError, "internal error: the call could not be started"))
 		return
 	}
-	final, err := s.waitCall(ctx, req.ID, req.Mode == taskstate.ModeGather)
+	final, err := waitCall(ctx, versions, req.Mode == taskstate.ModeGather)
 	if err != nil {
 		// Nobody will read this task: stop it. A client that went away
 		// cancels its request (2026-07-28: closing the stream is cancel).
@@ -140,12 +146,8 @@ func storedError(e *taskstate.RPCError) *rpcError {
 }
 
 // waitCall blocks until the task is terminal, or (gather) a task, or ctx ends.
-func (s *Server) waitCall(ctx context.Context, id string, gather bool) (*taskstate.Task, error) {
-	ch, err := s.store.Watch(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	for t := range ch {
+func waitCall(ctx context.Context, versions <-chan *taskstate.Task, gather bool) (*taskstate.Task, error) {
+	for t := range versions {
 		if t.Status.Terminal() || gather && t.Mode == taskstate.ModeTask {
 			return t, nil
 		}

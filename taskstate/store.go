@@ -22,6 +22,13 @@ type Store interface {
 	// until ctx ends or the record turns terminal (the terminal version is
 	// delivered, then the channel closes). The channel is closed on ctx end.
 	Watch(ctx context.Context, id string) (<-chan *Task, error)
+	// Follow is Watch without the first read: it delivers the versions
+	// written after it returns, the creation included (the record need not
+	// exist yet), until ctx ends or a terminal version was delivered. For a
+	// caller that knows the record's id before creating it and wants its
+	// outcome: it saves a read and cannot miss a version written between
+	// the create and a Watch. A malformed id is ErrNotFound.
+	Follow(ctx context.Context, id string) (<-chan *Task, error)
 	// List returns up to limit of owner's tasks in creation order, starting
 	// after the opaque cursor ("" = from the first), and the cursor of the
 	// next page ("" when there is none). Tasks without an owner are never

@@ -343,13 +343,34 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, e
 		hub.remove(id, in)
 		return nil, err
 	}
+	return s.relay(ctx, hub, id, in, cur), nil
+}
+
+// Follow implements taskstate.Store, on the same bucket-wide watcher.
+func (s *Store) Follow(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
+	if !taskstate.ValidID(id) {
+		return nil, taskstate.ErrNotFound
+	}
+	hub, err := s.hub()
+	if err != nil {
+		return nil, err
+	}
+	return s.relay(ctx, hub, id, hub.add(id), nil), nil
+}
+
+// relay delivers cur (when not nil) and then the newer versions arriving on
+// in, until a terminal one, ctx's end, the Store's close or a deletion.
+func (s *Store) relay(ctx context.Context, hub *watchHub, id string, in chan *taskstate.Task, cur *taskstate.Task) <-chan *taskstate.Task {
 	out := make(chan *taskstate.Task, 1)
 	go func() {
 		defer close(out)
 		defer hub.remove(id, in)
-		last := cur
-		if !send(ctx, out, last) || last.Status.Terminal() {
-			return
+		var last uint64
+		if cur != nil {
+			if !send(ctx, out, cur) || cur.Status.Terminal() {
+				return
+			}
+			last = cur.Revision
 		}
 		for {
 			select {
@@ -358,23 +379,20 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, e
 			case <-s.closed:
 				return
 			case t, ok := <-in:
-				if !ok {
+				if !ok || t == nil { // closed, or deleted
 					return
 				}
-				if t == nil { // deleted
-					return
-				}
-				if t.Revision <= last.Revision {
+				if t.Revision <= last {
 					continue
 				}
-				last = t
+				last = t.Revision
 				if !send(ctx, out, t) || t.Status.Terminal() {
 					return
 				}
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) bool {

@@ -299,9 +299,34 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, e
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
 	}
-	// The inbox holds the newest unread notification: "<rev> <JSON>", or ""
-	// when the subscription was renewed after a reconnection and the record
-	// must be read again.
+	sub, inbox, err := s.subscribe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		_ = sub.Close()
+		return nil, err
+	}
+	return s.relay(ctx, id, sub, inbox, cur), nil
+}
+
+// Follow implements taskstate.Store: the change channel without a read.
+func (s *Store) Follow(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
+	if !taskstate.ValidID(id) {
+		return nil, taskstate.ErrNotFound
+	}
+	sub, inbox, err := s.subscribe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.relay(ctx, id, sub, inbox, nil), nil
+}
+
+// subscribe subscribes to id's change channel. The inbox holds the newest
+// unread notification: "<rev> <JSON>", or "" when the subscription was
+// renewed after a reconnection and the record must be read again.
+func (s *Store) subscribe(ctx context.Context, id string) (*redissub.Sub, chan string, error) {
 	inbox := make(chan string, 1)
 	push := func(p string) {
 		select {
@@ -319,20 +344,25 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, e
 		Resubscribed: func() { push("") },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("redisstate: watch %s: %w", id, err)
+		return nil, nil, fmt.Errorf("redisstate: watch %s: %w", id, err)
 	}
-	cur, err := s.Get(ctx, id)
-	if err != nil {
-		_ = sub.Close()
-		return nil, err
-	}
+	return sub, inbox, nil
+}
+
+// relay delivers cur (when not nil) and then each newer version announced
+// on inbox, until a terminal one, ctx's end, the Store's close or the
+// record's removal.
+func (s *Store) relay(ctx context.Context, id string, sub *redissub.Sub, inbox chan string, cur *taskstate.Task) <-chan *taskstate.Task {
 	out := make(chan *taskstate.Task, 1)
 	go func() {
 		defer close(out)
 		defer sub.Close()
-		last := cur
-		if !send(ctx, out, last) || last.Status.Terminal() {
-			return
+		var last uint64
+		if cur != nil {
+			if !send(ctx, out, cur) || cur.Status.Terminal() {
+				return
+			}
+			last = cur.Revision
 		}
 		for {
 			var p string
@@ -345,18 +375,21 @@ func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, e
 			}
 			t, err := s.decodeChange(ctx, id, p)
 			if errors.Is(err, taskstate.ErrNotFound) {
+				if last == 0 {
+					continue // followed before its creation: not there yet
+				}
 				return // the record is gone
 			}
-			if err != nil || t.Revision <= last.Revision {
+			if err != nil || t.Revision <= last {
 				continue // unreadable, or older than what was delivered
 			}
-			last = t
+			last = t.Revision
 			if !send(ctx, out, t) || t.Status.Terminal() {
 				return
 			}
 		}
 	}()
-	return out, nil
+	return out
 }
 
 // decodeChange turns a change notification into a record; "" re-reads it.

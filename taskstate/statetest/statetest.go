@@ -82,6 +82,8 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"WatchAlreadyTerminal", s.watchAlreadyTerminal},
 		{"WatchContextCancel", s.watchContextCancel},
 		{"WatchUnknown", s.watchUnknown},
+		{"FollowFromBeforeCreate", s.followFromBeforeCreate},
+		{"FollowOnlyLater", s.followOnlyLater},
 		{"TerminalTTL", s.terminalTTL},
 		{"ActiveOutlivesTTL", s.activeOutlivesTTL},
 		{"ListPages", s.listPages},
@@ -691,6 +693,36 @@ func (s *suite) watchUnknown(t *testing.T, e *env) {
 			t.Errorf("Watch(%q) = %v, %v; want ErrNotFound", id, ch, err)
 		}
 	}
+}
+
+func (s *suite) followFromBeforeCreate(t *testing.T, e *env) {
+	task := newTask()
+	ch, err := e.store.Follow(e.ctx, task.ID)
+	if err != nil {
+		t.Fatalf("Follow of a record not created yet: %v", err)
+	}
+	created := e.create(t, task)
+	sameRecord(t, "the creation", next(t, ch, s.opts.Wait, "the created version"), created)
+	done := e.mutate(t, task.ID, func(t *taskstate.Task) { t.Status = taskstate.Completed })
+	sameRecord(t, "terminal version", next(t, ch, s.opts.Wait, "terminal version"), done)
+	closes(t, ch, s.opts.Wait, "follow after terminal")
+	if _, err := e.store.Follow(e.ctx, "not a valid id"); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Errorf("Follow of a malformed id = %v, want ErrNotFound", err)
+	}
+}
+
+func (s *suite) followOnlyLater(t *testing.T, e *env) {
+	task := e.create(t, newTask())
+	e.mutate(t, task.ID, func(t *taskstate.Task) { t.StatusMessage = "before" })
+	ch, err := e.store.Follow(e.ctx, task.ID)
+	if err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+	after := e.mutate(t, task.ID, func(t *taskstate.Task) { t.StatusMessage = "after" })
+	sameRecord(t, "first delivery: the version written after Follow", next(t, ch, s.opts.Wait, "later version"), after)
+	done := e.mutate(t, task.ID, func(t *taskstate.Task) { t.Status = taskstate.Failed })
+	sameRecord(t, "terminal version", next(t, ch, s.opts.Wait, "terminal version"), done)
+	closes(t, ch, s.opts.Wait, "follow after terminal")
 }
 
 // --- retention ---

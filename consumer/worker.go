@@ -158,6 +158,8 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	if len(mux.tools) == 0 {
 		return errors.New("consumer: mux has no tools")
 	}
+	mux.updates.set(w.bus)
+	defer mux.updates.set(nil)
 	// Each tool is a route of its own: its jobs reach only workers that
 	// serve it, with its own lease, delivery bound and concurrency.
 	routes := make([]broker.ToolRoute, 0, len(mux.tools))

@@ -137,10 +137,12 @@ func TestResourceRegistrationMistakesPanic(t *testing.T) {
 		return nil, nil
 	}
 	for name, f := range map[string]func(m *consumer.Mux){
-		"no scheme":    func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "greeting"}, read) },
-		"twice":        func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "test://a"}, read) },
-		"bad template": func(m *consumer.Mux) { consumer.HandleResourceTemplate(m, consumer.ResourceTemplate{URITemplate: "test://{?q}"}, read) },
-		"no handler":   func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "test://b"}, nil) },
+		"no scheme": func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "greeting"}, read) },
+		"twice":     func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "test://a"}, read) },
+		"bad template": func(m *consumer.Mux) {
+			consumer.HandleResourceTemplate(m, consumer.ResourceTemplate{URITemplate: "test://{?q}"}, read)
+		},
+		"no handler": func(m *consumer.Mux) { consumer.HandleResource(m, consumer.ResourceDef{URI: "test://b"}, nil) },
 	} {
 		m := consumer.NewMux()
 		consumer.HandleResource(m, consumer.ResourceDef{URI: "test://a"}, read)

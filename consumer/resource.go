@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -142,6 +143,9 @@ func registerRead(m *Mux, info taskstate.ToolInfo, timeout time.Duration, cache 
 	}
 	if h == nil {
 		panic(fmt.Sprintf("consumer: %s %q: no read handler", info.Kind, info.Name))
+	}
+	if scheme, _, _ := strings.Cut(info.Name, ":"); strings.EqualFold(scheme, "mcpq") {
+		panic(fmt.Sprintf("consumer: %s %q: the mcpq: scheme is the api's own (task artifacts)", info.Kind, info.Name))
 	}
 	if info.ResourceName == "" {
 		info.ResourceName = info.Name

@@ -116,12 +116,13 @@ type Server struct {
 	hosts   map[string]bool
 	origins map[string]bool
 
-	schemas  sync.Map // tool name → *compiledSchema
-	stateKey []byte
-	sessions taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
-	requests *prometheus.CounterVec
-	rates    *rateLimits // nil: no rate limit
-	listens  listenState // open subscriptions/listen streams
+	schemas      sync.Map // tool name → *compiledSchema
+	headerParams sync.Map // tool name → *headerParams (params.go)
+	stateKey     []byte
+	sessions     taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
+	requests     *prometheus.CounterVec
+	rates        *rateLimits // nil: no rate limit
+	listens      listenState // open subscriptions/listen streams
 	// durations learns how long each tool's tasks take, for the polling
 	// interval the answers suggest (poll.go).
 	durations durations

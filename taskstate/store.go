@@ -66,7 +66,10 @@ type Session struct {
 	ClientInfo         json.RawMessage `json:"clientInfo,omitempty"`
 	Owner              string          `json:"owner,omitempty"`    // authenticated principal, if any
 	LogLevel           string          `json:"logLevel,omitempty"` // set by logging/setLevel
-	CreatedAt          time.Time       `json:"createdAt"`
+	// Subscriptions are the resource URIs resources/subscribe asked
+	// notifications/resources/updated for.
+	Subscriptions []string  `json:"subscriptions,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
 // Catalog keeps the tools, prompts, resources, resource templates and

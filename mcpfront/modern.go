@@ -244,10 +244,10 @@ func (s *Server) discover(extra map[string]any) map[string]any {
 		"resultType":        resultComplete,
 		"supportedVersions": supportedVersions,
 		"capabilities":      caps,
-		"serverInfo": s.serverInfo(),
-		"ttlMs":      discoverTTLMs,
-		"cacheScope": "public",
-		"_meta":      s.resultMeta(),
+		"serverInfo":        s.serverInfo(),
+		"ttlMs":             discoverTTLMs,
+		"cacheScope":        "public",
+		"_meta":             s.resultMeta(),
 	}
 	if s.cfg.Instructions != "" {
 		d["instructions"] = s.cfg.Instructions

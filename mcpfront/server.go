@@ -227,6 +227,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.deleteSession(w, r)
 		return
 	}
+	if r.Method == http.MethodGet && r.Header.Get(headerSession) != "" && s.sessions != nil {
+		s.sessionStream(w, r) // sessionstream.go
+		return
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		writeError(w, nil, errorf(codeInvalidRequest, http.StatusMethodNotAllowed, "method not allowed: this endpoint takes POST"))

@@ -209,6 +209,19 @@ func TestLegacyResources(t *testing.T) {
 			t.Errorf("%s %s: %s, want code %d", c.method, c.uri, r, c.code)
 		}
 	}
+	for name, c := range map[string]struct {
+		edit   func(h http.Header)
+		status int
+	}{
+		"unknown session":      {func(h http.Header) { h.Set("Mcp-Session-Id", "NOSUCHSESSION") }, http.StatusNotFound},
+		"no text/event-stream": {func(h http.Header) { h.Set("Accept", "application/json") }, http.StatusNotAcceptable},
+	} {
+		g := h.Clone()
+		c.edit(g)
+		if r := e.send(t, g, nil, sendOpts{verb: http.MethodGet}); r.status != c.status || !r.jsonrpc {
+			t.Errorf("GET stream, %s: %s, want HTTP %d with a JSON-RPC error", name, r, c.status)
+		}
+	}
 	sess, err := e.store.Session(t.Context(), h.Get("Mcp-Session-Id"))
 	if err != nil || strings.Join(sess.Subscriptions, " ") != "test://items/1" {
 		t.Fatalf("session subscriptions %v (%v), want [test://items/1]", sess, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/mcpqueue/mcpqueue/internal/paramheader"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -80,9 +81,10 @@ type Tool struct {
 // Mux routes jobs to handlers by tool name. Its set of tools may change
 // while a Worker runs it (Replace, in dynamic.go).
 type Mux struct {
-	mu    sync.RWMutex
-	tools map[string]*entry
-	dyn   dynamic
+	mu      sync.RWMutex
+	tools   map[string]*entry
+	dyn     dynamic
+	updates *busCell // Mux.ResourceUpdated's bus, set by the Worker that runs it
 }
 
 type entry struct {
@@ -96,7 +98,7 @@ type entry struct {
 }
 
 // NewMux returns an empty Mux.
-func NewMux() *Mux { return &Mux{tools: map[string]*entry{}} }
+func NewMux() *Mux { return &Mux{tools: map[string]*entry{}, updates: &busCell{}} }
 
 var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
@@ -105,11 +107,21 @@ var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 // inputSchema and enforced by the front end before anything is enqueued.
 // Out is returned as the result: *Result as is, anything else as
 // structuredContent with a JSON text copy. Registration mistakes panic.
+//
+// A field tagged `mcpheader:"Region"` (a string, integer or boolean, at any
+// depth of nested structs) is marked "x-mcp-header": "Region" in the
+// schema: 2026-07-28 clients then send its value in the Mcp-Param-Region
+// header too (SEP-2243), so proxies and load balancers can route on it, and
+// the front end refuses a call whose header disagrees with its arguments
+// (-32020, HTTP 400) before anything is enqueued. An explicit InputSchema
+// may carry the marks itself; invalid marks panic like any other mistake.
 func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[In]) (Out, error)) {
 	t = checkTool(t)
 	in := t.InputSchema
 	if in == nil {
-		in = mustSchema[In](t.Name, "input")
+		in = mustHeaderTags(t.Name, mustSchema[In](t.Name, "input"), reflect.TypeFor[In]())
+	} else if _, err := paramheader.Params(in); err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: %v", t.Name, err))
 	}
 	out := t.OutputSchema
 	if out == nil && reflect.TypeFor[Out]() != reflect.TypeFor[*Result]() {
@@ -201,6 +213,17 @@ func mustSchema[T any](tool, which string) json.RawMessage {
 	return b
 }
 
+// mustHeaderTags marks the properties of fields tagged `mcpheader:"Name"`
+// with x-mcp-header (SEP-2243: the client mirrors their values in the
+// Mcp-Param-Name header, which the front end checks against the arguments).
+func mustHeaderTags(tool string, schema json.RawMessage, t reflect.Type) json.RawMessage {
+	out, err := paramheader.Tag(schema, t)
+	if err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: %v", tool, err))
+	}
+	return out
+}
+
 func toResult(out any) (*Result, error) {
 	if r, ok := out.(*Result); ok {
 		if r == nil {
@@ -219,9 +242,10 @@ func toResult(out any) (*Result, error) {
 }
 
 // Only returns a Mux with just the named tools of m (catalog keys: a
-// tool's name, "prompt/<name>" for a prompt), for a worker that serves part
-// of what its binary registers (--tools). A name m does not register is an
-// error.
+// tool's name, "prompt/<name>" for a prompt, "resource/<uri>",
+// "template/<uri template>"), for a worker that serves part of what its
+// binary registers (--tools). A prompt or template keeps the completion
+// handler registered beside it. A name m does not register is an error.
 //
 // The narrowed Mux follows m's later Replace calls, narrowed to the same
 // names.
@@ -229,12 +253,16 @@ func (m *Mux) Only(names ...string) (*Mux, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewMux()
+	out.updates = m.updates
 	for _, n := range names {
 		e, ok := m.tools[n]
 		if !ok {
 			return nil, fmt.Errorf("consumer: %q is not registered here (registered: %s)", n, strings.Join(m.keysLocked(), ", "))
 		}
 		out.tools[n] = e
+		if c, ok := m.tools[taskstate.CompletionKey(n)]; ok {
+			out.tools[taskstate.CompletionKey(n)] = c
+		}
 	}
 	m.followLocked(out, names)
 	return out, nil

@@ -14,6 +14,9 @@ type Prompt struct {
 	Title       string
 	Description string
 	Arguments   []PromptArgument
+	// Complete, when set, answers completion/complete for the prompt's
+	// arguments (registered beside the prompt, routed like it).
+	Complete CompleteFunc
 }
 
 // PromptArgument is one argument a prompt takes.
@@ -69,4 +72,11 @@ func HandlePrompt(m *Mux, p Prompt, h func(ctx context.Context, call *Call[map[s
 			return json.Marshal(res)
 		},
 	})
+	if p.Complete != nil {
+		names := make([]string, len(p.Arguments))
+		for i, a := range p.Arguments {
+			names[i] = a.Name
+		}
+		handleCompletion(m, key, names, p.Complete)
+	}
 }

@@ -163,6 +163,8 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	if len(keysOf(mux)) == 0 {
 		return errors.New("consumer: mux has no tools")
 	}
+	mux.updates.set(w.bus)
+	defer mux.updates.set(nil)
 	f, err := w.newFeed(ctx, mux) // a consumer of the tools' routes (feed.go)
 	if err != nil {
 		return err

@@ -95,16 +95,18 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		s.legacyToolsCall(ctx, w, r, c)
 	case "prompts/list":
 		s.legacyPromptsList(ctx, w, c)
+	case "prompts/get":
+		s.legacyPromptsGet(ctx, w, r, c)
+	case "resources/list", "resources/templates/list": // resources.go
+		s.resourceList(ctx, w, req.ID, resourceListKind(req.Method), false)
+	case "resources/read":
+		s.legacyResourcesRead(ctx, w, r, c)
+	case "resources/subscribe", "resources/unsubscribe":
+		s.legacySubscribe(ctx, w, c)
+	case "completion/complete": // completion.go
+		s.legacyComplete(ctx, w, r, c)
 	case "logging/setLevel":
 		s.setLevel(ctx, w, c)
-	case "resources/read":
-		uri, rerr := uriParam(req.Params)
-		switch {
-		case rerr != nil:
-			writeError(w, req.ID, rerr)
-		case !s.readArtifact(ctx, w, req.ID, req.Method, c.owner, uri, true):
-			writeError(w, req.ID, resourceNotFound(uri, true))
-		}
 	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
 		if !c.tasks() {
 			writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)+" (tasks need protocol version "+version20251125+")"))
@@ -172,7 +174,8 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *request
 	}
 	s.count(string(taskstate.Era20251125), "initialize")
 	s.log.Info().Str("era", string(taskstate.Era20251125)).Str("version", version).RawJSON("client", orNull(p.ClientInfo)).Str("session", sess.ID).Msg("session initialized")
-	caps := map[string]any{"tools": map[string]any{}, "prompts": map[string]any{}, "logging": map[string]any{}}
+	caps := s.catalogCapabilities(r.Context(), true)
+	caps["tools"], caps["prompts"], caps["logging"] = map[string]any{}, map[string]any{}, map[string]any{}
 	if version == version20251125 {
 		caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
 	}
@@ -289,21 +292,9 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
 		return
 	}
-	meta := map[string]json.RawMessage{}
-	if v, ok := p.Meta["progressToken"]; ok {
-		meta["progressToken"] = v
-	}
-	if c.sess.LogLevel != "" {
-		meta["logLevel"], _ = json.Marshal(c.sess.LogLevel)
-	}
-	if len(c.sess.ClientCapabilities) > 0 {
-		meta["clientCapabilities"] = c.sess.ClientCapabilities
-	}
-	// Input requests of a 2025-era call travel on the record (as in a task)
-	// and reach the client as server-to-client requests on a stream.
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Era: taskstate.Era20251125, Mode: taskstate.ModeTask, Meta: meta,
+		Era: taskstate.Era20251125, Mode: taskstate.ModeTask, Meta: legacyMeta(c, p.Meta),
 		StatusMessage: s.awaiting(tool),
 	}
 	if asTask {
@@ -318,29 +309,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
-	defer cancel()
-	out := &replier{w: w, id: c.req.ID}
-	final, err := s.streamTask(ctx, r, out, req.ID, streamOpts{
-		progress: meta["progressToken"] != nil || meta["logLevel"] != nil,
-		create:   func() error { _, err := s.prod.Create(ctx, req); return err },
-	})
-	if errors.Is(err, errNotStarted) {
-		s.internalError(w, c.req.ID, "starting the call", err)
-		return
-	}
-	if err != nil {
-		dctx, dcancel := detach(ctx)
-		defer dcancel()
-		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
-		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", p.Name, s.cfg.SyncTimeout)))
-		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
-			out.fail(e)
-		}
-		return
-	}
-	s.replyOutcome(out, final, nil)
+	s.legacyInline(ctx, w, r, c, req) // legacyinline.go
 }
 
 // replyOutcome answers with what the call would have returned: the result

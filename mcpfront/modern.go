@@ -73,7 +73,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 	ctx := r.Context()
 	switch req.Method {
 	case "server/discover":
-		writeResult(w, req.ID, s.discover())
+		writeResult(w, req.ID, s.discover(s.catalogCapabilities(ctx, false)))
 	case "tools/list":
 		s.toolsList(ctx, w, c)
 	case "tools/call":
@@ -82,6 +82,12 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		s.promptsList(ctx, w, c)
 	case "prompts/get":
 		s.promptsGet(ctx, w, r, c)
+	case "resources/list", "resources/templates/list": // resources.go
+		s.resourceList(ctx, w, req.ID, resourceListKind(req.Method), true)
+	case "resources/read":
+		s.resourcesRead(ctx, w, r, c)
+	case "completion/complete": // completion.go
+		s.complete(ctx, w, r, c)
 	case "tasks/get":
 		s.tasksGet(ctx, w, c)
 	case "tasks/update":
@@ -90,14 +96,6 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		s.tasksCancel(ctx, w, c)
 	case "subscriptions/listen":
 		s.subscriptionsListen(ctx, w, r, c)
-	case "resources/read":
-		uri, rerr := uriParam(req.Params)
-		switch {
-		case rerr != nil:
-			writeError(w, req.ID, rerr)
-		case !s.readArtifact(ctx, w, req.ID, req.Method, c.owner, uri, false):
-			writeError(w, req.ID, resourceNotFound(uri, false))
-		}
 	default:
 		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+clip(req.Method)))
 	}
@@ -231,19 +229,25 @@ func (s *Server) resultMeta() map[string]any {
 	return map[string]any{metaServerInfo: s.serverInfo()}
 }
 
-func (s *Server) discover() map[string]any {
+// discover is server/discover's answer; extra are capabilities the catalog
+// implies (resources, completions).
+func (s *Server) discover(extra map[string]any) map[string]any {
+	caps := map[string]any{
+		"tools":      map[string]any{},
+		"prompts":    map[string]any{},
+		"extensions": map[string]any{tasksExtension: map[string]any{}},
+	}
+	for k, v := range extra {
+		caps[k] = v
+	}
 	d := map[string]any{
 		"resultType":        resultComplete,
 		"supportedVersions": supportedVersions,
-		"capabilities": map[string]any{
-			"tools":      map[string]any{},
-			"prompts":    map[string]any{},
-			"extensions": map[string]any{tasksExtension: map[string]any{}},
-		},
-		"serverInfo": s.serverInfo(),
-		"ttlMs":      discoverTTLMs,
-		"cacheScope": "public",
-		"_meta":      s.resultMeta(),
+		"capabilities":      caps,
+		"serverInfo":        s.serverInfo(),
+		"ttlMs":             discoverTTLMs,
+		"cacheScope":        "public",
+		"_meta":             s.resultMeta(),
 	}
 	if s.cfg.Instructions != "" {
 		d["instructions"] = s.cfg.Instructions
@@ -334,6 +338,9 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	tool, rerr := s.lookupTool(ctx, p.Name)
+	if rerr == nil {
+		rerr = s.checkParamHeaders(r, tool, p.Arguments) // SEP-2243, params.go
+	}
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return

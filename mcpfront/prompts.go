@@ -45,32 +45,10 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	prompt, err := s.catalog.Tool(ctx, taskstate.CatalogKey(taskstate.KindPrompt, p.Name))
-	if errors.Is(err, taskstate.ErrNotFound) {
-		writeError(w, c.req.ID, invalidParams("Unknown prompt: "+clip(p.Name)))
+	prompt, rerr := s.checkPrompt(ctx, p.Name, p.Arguments)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
 		return
-	}
-	if err != nil {
-		s.internalError(w, c.req.ID, "reading the catalog", err)
-		return
-	}
-	var args map[string]string
-	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
-		if err := json.Unmarshal(p.Arguments, &args); err != nil {
-			writeError(w, c.req.ID, invalidParams("invalid params: prompt arguments must be an object of strings"))
-			return
-		}
-	}
-	var declared []struct {
-		Name     string `json:"name"`
-		Required bool   `json:"required"`
-	}
-	_ = json.Unmarshal(prompt.Arguments, &declared)
-	for _, a := range declared {
-		if _, ok := args[a.Name]; a.Required && !ok {
-			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("invalid params: prompt %q needs argument %q", p.Name, a.Name)))
-			return
-		}
 	}
 	answers, rerr := s.gatherAnswers(prompt.Key(), p)
 	if rerr != nil {
@@ -85,4 +63,60 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),
 		StatusMessage: s.awaiting(prompt),
 	}, answers)
+}
+
+// checkPrompt finds prompt name in the catalog and checks args (an object
+// of strings holding every required argument) against it.
+func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawMessage) (*taskstate.ToolInfo, *rpcError) {
+	prompt, err := s.catalog.Tool(ctx, taskstate.CatalogKey(taskstate.KindPrompt, name))
+	if errors.Is(err, taskstate.ErrNotFound) {
+		return nil, invalidParams("Unknown prompt: " + clip(name))
+	}
+	if err != nil {
+		s.log.Error().Err(err).Msg("reading the catalog")
+		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+	}
+	var args map[string]string
+	if len(rawArgs) > 0 && string(rawArgs) != "null" {
+		if err := json.Unmarshal(rawArgs, &args); err != nil {
+			return nil, invalidParams("invalid params: prompt arguments must be an object of strings")
+		}
+	}
+	var declared []struct {
+		Name     string `json:"name"`
+		Required bool   `json:"required"`
+	}
+	_ = json.Unmarshal(prompt.Arguments, &declared)
+	for _, a := range declared {
+		if _, ok := args[a.Name]; a.Required && !ok {
+			return nil, invalidParams(fmt.Sprintf("invalid params: prompt %q needs argument %q", clip(name), a.Name))
+		}
+	}
+	return prompt, nil
+}
+
+// legacyPromptsGet serves a 2025-11-25 prompts/get: the prompt's handler
+// runs through the queue while the client waits.
+func (s *Server) legacyPromptsGet(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
+	var p struct {
+		Name      string                     `json:"name"`
+		Arguments json.RawMessage            `json:"arguments"`
+		Meta      map[string]json.RawMessage `json:"_meta"`
+	}
+	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
+		writeError(w, c.req.ID, invalidParams("invalid params: prompts/get needs a prompt name"))
+		return
+	}
+	prompt, rerr := s.checkPrompt(ctx, p.Name, p.Arguments)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
+		return
+	}
+	s.legacyInline(ctx, w, r, c, &producer.Request{
+		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
+		Meta: legacyMeta(c, p.Meta), StatusMessage: s.awaiting(prompt),
+	})
 }

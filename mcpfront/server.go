@@ -120,12 +120,13 @@ type Server struct {
 	hosts   map[string]bool
 	origins map[string]bool
 
-	schemas  sync.Map // tool name → *compiledSchema
-	stateKey []byte
-	sessions taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
-	requests *prometheus.CounterVec
-	rates    *rateLimits // nil: no rate limit
-	listens  listenState // open subscriptions/listen streams
+	schemas      sync.Map // tool name → *compiledSchema
+	headerParams sync.Map // tool name → *headerParams (params.go)
+	stateKey     []byte
+	sessions     taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
+	requests     *prometheus.CounterVec
+	rates        *rateLimits // nil: no rate limit
+	listens      listenState // open subscriptions/listen streams
 	// durations learns how long each tool's tasks take, for the polling
 	// interval the answers suggest (poll.go).
 	durations durations
@@ -231,6 +232,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodDelete && r.Header.Get(headerSession) != "" && s.sessions != nil {
 		s.deleteSession(w, r)
+		return
+	}
+	if r.Method == http.MethodGet && r.Header.Get(headerSession) != "" && s.sessions != nil {
+		s.sessionStream(w, r) // sessionstream.go
 		return
 	}
 	if r.Method != http.MethodPost {

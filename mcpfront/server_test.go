@@ -104,6 +104,7 @@ func testTools() *consumer.Mux {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
+	addCatalogFixtures(mux) // resources_test.go
 	return mux
 }
 
@@ -217,9 +218,11 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 
 	// The lease is long and tasks never park, so that no renewal or park
 	// writes a record during a test: "nothing changed" is checked on the
-	// whole bucket.
+	// whole bucket. A slot per route (tools, prompt, resources,
+	// completions) keeps a pull open on each, so no job waits for the
+	// worker's sweep of the routes it has no pull on.
 	w := consumer.New(wq, wst, wst, natsbroker.NewBus(wnc, bcfg), &consumer.Config{
-		Concurrency: 8, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
+		Concurrency: 16, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
 	})
 	wctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -240,7 +243,7 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	deadline := time.Now().Add(10 * time.Second)
 	for _, tool := range testTools().Tools() {
 		for {
-			if _, err := fst.Tool(ctx, tool.Name); err == nil {
+			if _, err := fst.Tool(ctx, tool.Key()); err == nil {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -298,7 +301,7 @@ func newRequest(method string, id any, params map[string]any, ext bool) (map[str
 	h.Set("Accept", "application/json, text/event-stream")
 	h.Set("MCP-Protocol-Version", version)
 	h.Set("Mcp-Method", method)
-	field := map[string]string{"tools/call": "name", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}[method]
+	field := map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}[method]
 	if v, ok := params[field].(string); ok && field != "" {
 		h.Set("Mcp-Name", v)
 	}
@@ -949,7 +952,7 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s has no inputSchema", tool["name"])
 		}
 	}
-	want := []string{"ask", "block", "echo", "echo_task", "inline_only", "nap", "protocol_fail", "required_job", "tool_error"}
+	want := []string{"ask", "block", "echo", "echo_task", "inline_only", "nap", "protocol_fail", "required_job", "route", "tool_error"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}

@@ -16,6 +16,11 @@
 #   CONFORMANCE_RESULTS_DIR   keep checks.json files here instead of a temp dir
 #                             that is deleted on exit.
 #
+# Each scenario gets one summary line: PASS, FAIL, SKIP (the runner found it
+# not applicable, or none of its own checks passed or failed: at most the
+# generic wire-schema-valid check did) or ERROR, with its checks counted as
+# "P passed, F failed, W warnings, I info, S skipped".
+#
 # Exit status: 0 if every scenario ran and had no FAILURE check (WARNING/INFO/
 # SKIPPED checks do not fail), 1 otherwise, 2 on usage/setup errors.
 set -euo pipefail
@@ -99,27 +104,30 @@ for scenario in "$@"; do
     continue
   fi
 
-  # One line: "<passed> <failed> <warnings> <other>" followed by failed-check lines.
+  # One line: "<passed> <failed> <warnings> <info> <skipped> <own passed>"
+  # followed by failed-check lines; <own passed> leaves out the generic
+  # wire-schema-valid check.
   report="$("$NODE22" -e '
     const checks = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
     const n = (s) => checks.filter((c) => c.status === s).length;
-    const other = checks.length - n("SUCCESS") - n("FAILURE") - n("WARNING");
-    console.log(`${n("SUCCESS")} ${n("FAILURE")} ${n("WARNING")} ${other}`);
+    const own = checks.filter((c) => c.status === "SUCCESS" && c.id !== "wire-schema-valid").length;
+    console.log(`${n("SUCCESS")} ${n("FAILURE")} ${n("WARNING")} ${n("INFO")} ${n("SKIPPED")} ${own}`);
     for (const c of checks) {
       if (c.status !== "FAILURE" && c.status !== "WARNING") continue;
       const msg = (c.errorMessage || c.description || "").replace(/\s+/g, " ").slice(0, 400);
       console.log(`    ${c.status === "FAILURE" ? "FAIL" : "WARN"} [${c.id}] ${c.name}: ${msg}`);
     }' "$checks")"
-  read -r passed failed warnings other <<<"$(head -n 1 <<<"$report")"
+  read -r passed failed warnings info skipped own <<<"$(head -n 1 <<<"$report")"
   details="$(tail -n +2 <<<"$report")"
 
   status="PASS "
   if [[ "$failed" -gt 0 || "$rc" -ne 0 ]]; then
     status="FAIL "
     overall=1
+  elif [[ "$own" -eq 0 ]]; then # nothing of its own checked
+    status="SKIP "
   fi
-  line="$status $scenario: $passed passed, $failed failed, $warnings warnings"
-  [[ "$other" -gt 0 ]] && line+=", $other info/skipped"
+  line="$status $scenario: $passed passed, $failed failed, $warnings warnings, $info info, $skipped skipped"
   [[ "$rc" -ne 0 && "$failed" -eq 0 ]] && line+=" (runner exited $rc)"
   SUMMARY+=("$line")
   [[ -n "$details" ]] && SUMMARY+=("$details")

@@ -74,10 +74,14 @@ type Session struct {
 	ClientInfo         json.RawMessage `json:"clientInfo,omitempty"`
 	Owner              string          `json:"owner,omitempty"`    // authenticated principal, if any
 	LogLevel           string          `json:"logLevel,omitempty"` // set by logging/setLevel
-	CreatedAt          time.Time       `json:"createdAt"`
+	// Subscriptions are the resource URIs resources/subscribe asked
+	// notifications/resources/updated for.
+	Subscriptions []string  `json:"subscriptions,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
 }
 
-// Catalog keeps the tools and prompts workers serve. An entry outlives its
+// Catalog keeps the tools, prompts, resources, resource templates and
+// completions workers serve. An entry outlives its
 // workers: it is kept for the store's retention after its last refresh, or
 // until RemoveTool, so a pool scaled to zero keeps its tools listed and
 // callable (their tasks queue until a worker returns); ToolInfo.LiveUntil
@@ -131,7 +135,9 @@ const (
 
 // ToolInfo is what a worker publishes about one tool.
 type ToolInfo struct {
-	Kind         string          `json:"kind,omitempty"` // KindTool or KindPrompt
+	Kind string `json:"kind,omitempty"` // KindTool, KindPrompt, KindResource, KindTemplate, KindCompletion
+	// Name addresses the entry within its kind: a tool's or prompt's name,
+	// a resource's URI, a template's URI template, a completion's ref key.
 	Name         string          `json:"name"`
 	Title        string          `json:"title,omitempty"`
 	Description  string          `json:"description,omitempty"`
@@ -149,6 +155,11 @@ type ToolInfo struct {
 	// to finish before handing out its task handle (adaptive completion):
 	// 0 leaves it to the api, negative never waits (a task handle always).
 	InlineWaitMs int64 `json:"inlineWaitMs,omitempty"`
+	// ResourceName, MimeType and Size describe a resource or template
+	// (its MCP name: Name holds its URI).
+	ResourceName string `json:"resourceName,omitempty"`
+	MimeType     string `json:"mimeType,omitempty"`
+	Size         int64  `json:"size,omitempty"`
 	// LiveUntil is when the entry's workers' heartbeats run out: while it
 	// is in the future some worker serves the tool. Workers refresh it.
 	LiveUntil time.Time `json:"liveUntil,omitzero"`

@@ -1,0 +1,62 @@
+package consumer_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/consumer"
+)
+
+// A worker serving a fixed resource, a family of resources under a URI
+// template with completion of its variable, and a report that the fixed
+// one changed (subscribed 2025-11-25 sessions get
+// notifications/resources/updated).
+func ExampleHandleResourceTemplate() {
+	mux := consumer.NewMux()
+	consumer.HandleResource(mux, consumer.ResourceDef{
+		URI: "config://app", Name: "app config", MimeType: "application/json",
+		Cache: consumer.Cache{TTL: time.Minute}, // clients may keep a read a minute (private to the caller)
+	}, func(ctx context.Context, c *consumer.Call[consumer.ResourceRequest]) ([]consumer.ResourceContents, error) {
+		return []consumer.ResourceContents{consumer.TextContents(c.Args.URI, "application/json", `{"debug":false}`)}, nil
+	})
+	consumer.HandleResourceTemplate(mux, consumer.ResourceTemplate{
+		URITemplate: "file:///srv/{+path}", Name: "served files",
+		Complete: func(ctx context.Context, c *consumer.Call[consumer.CompleteRequest]) (*consumer.Completion, error) {
+			entries, _ := os.ReadDir("/srv")
+			out := []string{}
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), c.Args.Value) {
+					out = append(out, e.Name())
+				}
+			}
+			return &consumer.Completion{Values: out}, nil
+		},
+	}, func(ctx context.Context, c *consumer.Call[consumer.ResourceRequest]) ([]consumer.ResourceContents, error) {
+		b, err := os.ReadFile("/srv/" + c.Args.Vars["path"])
+		if err != nil {
+			return nil, consumer.ErrResourceNotFound // -32602 with the URI in error.data
+		}
+		return []consumer.ResourceContents{consumer.BlobContents(c.Args.URI, "application/octet-stream", b)}, nil
+	})
+	go func() {
+		// Elsewhere, once the worker runs the mux: tell subscribers.
+		_ = mux.ResourceUpdated(context.Background(), "config://app")
+	}()
+}
+
+// ArgsWithHeaders mirror region in the Mcp-Param-Region header (SEP-2243):
+// the api refuses a call whose header disagrees with the arguments.
+type ArgsWithHeaders struct {
+	Region string `json:"region" mcpheader:"Region"`
+	Query  string `json:"query"`
+}
+
+func ExampleHandle_headers() {
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "execute_sql"},
+		func(ctx context.Context, c *consumer.Call[ArgsWithHeaders]) (*consumer.Result, error) {
+			return consumer.TextResult("ran in " + c.Args.Region), nil
+		})
+}

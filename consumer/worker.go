@@ -348,10 +348,8 @@ func (w *Worker) cancelRunning(id string, cause error) {
 func (w *Worker) record(ctx context.Context, d broker.Delivery) (*taskstate.Task, error) {
 	job := d.Job()
 	if len(job.Record) > 0 && job.RecordRev > 0 && d.Attempt() == 1 {
-		var t taskstate.Task
-		if err := json.Unmarshal(job.Record, &t); err == nil && t.ID == job.TaskID {
-			t.Revision = job.RecordRev
-			return &t, nil
+		if t, err := taskstate.Decode(job.Record, job.RecordRev); err == nil && t.ID == job.TaskID {
+			return t, nil
 		}
 	}
 	return w.store.Get(ctx, job.TaskID)

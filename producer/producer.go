@@ -280,7 +280,7 @@ const maxJobRecord = 8 << 10
 
 // withRecord puts the record t, just written, in j.
 func withRecord(j *broker.Job, t *taskstate.Task) *broker.Job {
-	if b, err := json.Marshal(t); err == nil && len(b) <= maxJobRecord {
+	if b, err := taskstate.Encode(t); err == nil && len(b) <= maxJobRecord {
 		j.Record, j.RecordRev = b, t.Revision
 	}
 	return j

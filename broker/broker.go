@@ -32,13 +32,6 @@ type Job struct {
 	Owner        string `json:"owner,omitempty"`
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
-	// Record is the task record as it was when the job was published, and
-	// RecordRev its store revision, so that a worker's first delivery
-	// starts from it instead of reading the record: its first write is a
-	// compare-and-set on RecordRev, so a record changed meanwhile (a
-	// cancel, say) is read then. Left out for a large record.
-	Record    json.RawMessage `json:"record,omitempty"`
-	RecordRev uint64          `json:"recordRev,omitempty"`
 }
 
 // Route is what the queue routes the job by: the tool's name, or

@@ -47,7 +47,10 @@ type callState struct {
 	// itself (the tool's timeout).
 	parkAfter, inputTimeout, runBound time.Duration
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// takeDue is the take of a run that has not written it yet (lazy take,
+	// see Worker.process): the run's first write applies it first.
+	takeDue func(*taskstate.Task) error
 	parked  bool            // the run ended by parking the task
 	rec     *taskstate.Task // the newest version of the record this run has seen
 	mode    taskstate.Mode
@@ -73,7 +76,7 @@ const writeTimeout = 10 * time.Second
 // run's take changes, or the write is refused with ErrFenced.
 func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) error) (*taskstate.Task, error) {
 	c.mu.Lock()
-	known := c.rec
+	known, take := c.rec, c.takeDue
 	c.mu.Unlock()
 	// A handler's ctx may allow minutes (the tool's timeout); a request in
 	// flight when the broker restarts gets no reply and would wait all of
@@ -82,17 +85,76 @@ func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) err
 	defer cancel()
 	ctx, end := c.w.cfg.Telemetry.StartWrite(ctx, c.taskID)
 	t, err := taskstate.MutateFrom(ctx, c.w.store, known, c.taskID, c.w.cfg.Now, func(t *taskstate.Task) error {
-		if c.attempt > 0 && t.Attempt != c.attempt {
+		switch {
+		case take != nil && !c.took(t):
+			// The take this run deferred goes first. It must still be the
+			// take of the version the run started from: another run's take
+			// in between, or its lease, fences this one.
+			if t.Attempt != c.attempt-1 || take(t) != nil {
+				return ErrFenced
+			}
+		case c.attempt > 0 && t.Attempt != c.attempt:
 			return ErrFenced
 		}
 		return decide(t)
 	})
 	end(err)
+	if err == nil && take != nil {
+		c.mu.Lock()
+		c.takeDue = nil
+		c.mu.Unlock()
+	}
 	c.saw(t)
 	if errors.Is(err, ErrFenced) && c.lost != nil {
 		c.lost(ErrFenced)
 	}
 	return t, err
+}
+
+// lazyTake is how long a run defers its take (see Worker.process): longer
+// than most short tools take, far shorter than any lease.
+const lazyTake = 50 * time.Millisecond
+
+// deferTake makes take the run's pending take, of attempt.
+func (c *callState) deferTake(attempt int, take func(*taskstate.Task) error) {
+	c.mu.Lock()
+	c.attempt, c.takeDue = attempt, take
+	c.mu.Unlock()
+}
+
+// takePending reports whether the run's take is still unwritten.
+func (c *callState) takePending() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.takeDue != nil
+}
+
+// took reports whether t already holds this run's take (written by another
+// of the run's writes, racing this one).
+func (c *callState) took(t *taskstate.Task) bool {
+	return t.Attempt == c.attempt && t.Lease != nil && t.Lease.Worker == c.w.cfg.ID
+}
+
+// takeLater writes a pending take after d unless a write of the run did
+// first; stop cancels that, or waits for the write in progress.
+func (c *callState) takeLater(ctx context.Context, d time.Duration) (stop func()) {
+	if !c.takePending() {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	t := time.AfterFunc(d, func() {
+		defer wg.Done()
+		if c.takePending() {
+			_, _ = c.mutate(ctx, func(*taskstate.Task) error { return nil })
+		}
+	})
+	return func() {
+		if t.Stop() {
+			wg.Done() // it will not run
+		}
+		wg.Wait() // a write in progress lands before the run goes on
+	}
 }
 
 // saw records a version of the record if it is newer than the last one.

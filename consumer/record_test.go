@@ -11,24 +11,32 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// countingStore counts the record reads of the worker using it.
+// countingStore counts the record writes of the worker using it.
 type countingStore struct {
 	taskstate.Store
-	gets atomic.Int32
+	updates atomic.Int32
 }
 
-func (s *countingStore) Get(ctx context.Context, id string) (*taskstate.Task, error) {
-	s.gets.Add(1)
-	return s.Store.Get(ctx, id)
+func (s *countingStore) Update(ctx context.Context, t *taskstate.Task) error {
+	s.updates.Add(1)
+	return s.Store.Update(ctx, t)
 }
 
-// A first delivery starts from the record its job carries: the worker
-// takes, runs and finishes the task without reading the record.
-func TestFirstDeliveryReadsNoRecord(t *testing.T) {
+// Lazy take: a task that ends at once costs the worker one record write,
+// its outcome carrying the take (attempt 1, the lease); one that runs on
+// has its take written while it runs.
+func TestLazyTake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	mux := consumer.NewMux()
+	running := make(chan string, 1)
+	release := make(chan struct{})
 	consumer.Handle(mux, consumer.Tool{Name: "quick"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		return consumer.TextResult("done"), nil
+	})
+	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		running <- c.TaskID()
+		<-release
 		return consumer.TextResult("done"), nil
 	})
 	st := &countingStore{Store: e.store}
@@ -39,19 +47,29 @@ func TestFirstDeliveryReadsNoRecord(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	for range 3 {
-		if tk := e.waitFor(t, e.create(t, "quick", none{}), terminal); tk.Status != taskstate.Completed || tk.Attempt != 1 {
-			t.Fatalf("task: %s, attempt %d", tk.Status, tk.Attempt)
+		if tk := e.waitFor(t, e.create(t, "quick", none{}), terminal); tk.Status != taskstate.Completed || tk.Attempt != 1 || tk.MaxAttempts == 0 {
+			t.Fatalf("quick task: %s, attempt %d of %d", tk.Status, tk.Attempt, tk.MaxAttempts)
 		}
 	}
-	if n := st.gets.Load(); n != 0 {
-		t.Fatalf("the worker read the record %d times for 3 first deliveries, want 0", n)
+	if n := st.updates.Load(); n != 3 {
+		t.Fatalf("the worker wrote the record %d times for 3 quick tasks, want 3 (the take rides on the outcome)", n)
+	}
+
+	id := e.create(t, "long", none{})
+	<-running
+	taken := e.waitFor(t, id, func(tk *taskstate.Task) bool { return tk.Attempt == 1 })
+	if taken.Status != taskstate.Working || taken.Lease == nil {
+		t.Fatalf("a running task's take: %s, lease %v", taken.Status, taken.Lease)
+	}
+	close(release)
+	if tk := e.waitFor(t, id, terminal); tk.Status != taskstate.Completed || tk.Attempt != 1 {
+		t.Fatalf("long task: %s, attempt %d", tk.Status, tk.Attempt)
 	}
 }
 
-// The record a job carries may be stale by the time a worker takes it: the
-// take's compare-and-set fails, the worker reads the record, and a change
-// made meanwhile — a cancel, or anything else — is what it works from.
-func TestStaleJobRecordIsReRead(t *testing.T) {
+// A task changed between its job's publishing and its pickup: a cancelled
+// one never runs, and a change made meanwhile is kept by the run's writes.
+func TestChangedBeforePickup(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	mux := consumer.NewMux()

@@ -342,19 +342,6 @@ func (w *Worker) cancelRunning(id string, cause error) {
 	}
 }
 
-// record is the task record a delivery starts from: the one its job carries
-// on a first delivery (a compare-and-set on its revision tells whether it is
-// still current), else the stored one.
-func (w *Worker) record(ctx context.Context, d broker.Delivery) (*taskstate.Task, error) {
-	job := d.Job()
-	if len(job.Record) > 0 && job.RecordRev > 0 && d.Attempt() == 1 {
-		if t, err := taskstate.Decode(job.Record, job.RecordRev); err == nil && t.ID == job.TaskID {
-			return t, nil
-		}
-	}
-	return w.store.Get(ctx, job.TaskID)
-}
-
 // process runs one delivery to its end: a terminal record and an ack, a
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
@@ -400,7 +387,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	defer w.unregister(job.TaskID)
 
-	rec, err := w.record(io, d)
+	rec, err := w.store.Get(io, job.TaskID)
 	switch {
 	case errors.Is(err, taskstate.ErrNotFound):
 		log.Warn().Msg("job has no task record (expired or never created); dropping it")
@@ -445,7 +432,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// of two runs only the newest can write.
 	var held *taskstate.Lease
 	attempts := w.attempts(e)
-	rec, err = cs.mutate(io, func(t *taskstate.Task) error {
+	take := func(t *taskstate.Task) error {
 		if l := t.Lease; l != nil && l.Worker != w.cfg.ID && l.Expires.After(w.cfg.Now()) {
 			held = l
 			return errLeaseHeld
@@ -463,32 +450,47 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			t.StatusMessage = ""
 		}
 		return nil
-	})
-	switch {
-	case errors.Is(err, errExhausted):
-		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
-		w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: -32603, Message: msg})
-		_ = d.Term(io, msg)
-		return
-	case errors.Is(err, errWaiting):
-		// A stale job of a parked task: the last answer publishes a new one.
-		log.Debug().Msg("task is parked waiting for client input; dropping the job")
-		_ = d.Ack(io)
-		return
-	case errors.Is(err, errLeaseHeld):
-		wait := held.Expires.Sub(w.cfg.Now()) + lease/10
-		log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
-		_ = d.Retry(io, wait)
-		return
-	case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
-		_ = d.Ack(io)
-		return
-	case err != nil:
-		log.Error().Err(err).Msg("taking the lease; retrying job")
-		_ = d.Retry(io, backoff(d.Attempt()))
-		return
 	}
-	log = log.With().Int("attempt", rec.Attempt).Logger()
+	var attempt int
+	if probe := rec.Clone(); d.Attempt() == 1 && job.Dedupe == "" && take(probe) == nil {
+		// Lazy take: on the first delivery of a task's first job, which
+		// no other run can hold, the take is not written on its own. The
+		// run's first write carries it — for a task that ends within
+		// lazyTake, its outcome: one write per task instead of two — and
+		// a run still going after lazyTake writes it then. A crash before
+		// that leaves no attempt counted, but the broker's redelivery is
+		// no first delivery: it takes eagerly, and counts.
+		attempt = probe.Attempt
+		cs.deferTake(attempt, take)
+	} else {
+		rec, err = cs.mutate(io, take)
+		switch {
+		case errors.Is(err, errExhausted):
+			msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
+			w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+			_ = d.Term(io, msg)
+			return
+		case errors.Is(err, errWaiting):
+			// A stale job of a parked task: the last answer publishes a new one.
+			log.Debug().Msg("task is parked waiting for client input; dropping the job")
+			_ = d.Ack(io)
+			return
+		case errors.Is(err, errLeaseHeld):
+			wait := held.Expires.Sub(w.cfg.Now()) + lease/10
+			log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
+			_ = d.Retry(io, wait)
+			return
+		case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
+			_ = d.Ack(io)
+			return
+		case err != nil:
+			log.Error().Err(err).Msg("taking the lease; retrying job")
+			_ = d.Retry(io, backoff(d.Attempt()))
+			return
+		}
+		attempt = rec.Attempt
+	}
+	log = log.With().Int("attempt", attempt).Logger()
 
 	timeout := e.timeout
 	if timeout <= 0 {
@@ -498,16 +500,18 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	defer stop()
 	cs.runBound = timeout
 
-	cs.attempt = rec.Attempt
+	cs.attempt = attempt
 	cs.lost = func(cause error) { cancel(cause) }
 	keeper := w.keepLease(io, hctx, d, cs, lease, log)
+	stopTake := cs.takeLater(io, lazyTake)
 	started := w.cfg.Now()
-	w.cfg.Telemetry.TaskStarted(job.Tool, rec.Attempt, started.Sub(rec.CreatedAt))
+	w.cfg.Telemetry.TaskStarted(job.Tool, attempt, started.Sub(rec.CreatedAt))
 	log.Info().Dur("queued", started.Sub(rec.CreatedAt)).Msg("task running")
 	if raw, ok := job.Meta[MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
 	res, herr := w.call(hctx, e, cs)
+	stopTake()
 	keeper()
 	took := w.cfg.Now().Sub(started)
 	w.cfg.Telemetry.TaskRan(job.Tool, took)
@@ -516,11 +520,13 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	case errors.Is(cause, ErrShutdown):
 		// Not the task's fault: this run does not count as an attempt.
 		log.Info().Msg("shutdown interrupted the task; returning the job to the queue")
-		_, _ = cs.mutate(io, func(t *taskstate.Task) error {
-			t.Attempt--
-			t.Lease = nil
-			return nil
-		})
+		if !cs.takePending() { // else nothing was written
+			_, _ = cs.mutate(io, func(t *taskstate.Task) error {
+				t.Attempt--
+				t.Lease = nil
+				return nil
+			})
+		}
 		_ = d.Retry(io, 0)
 		return
 	case errors.Is(cause, ErrTaskCancelled):

@@ -167,7 +167,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	retried, err := p.start(ctx, withRecord(JobFor(t), t))
+	retried, err := p.start(ctx, JobFor(t))
 	if err == nil && retried {
 		// A publish that needed retries may have spanned a failover of
 		// the store (a Redis primary lost before it replicated the
@@ -270,18 +270,6 @@ func JobFor(t *taskstate.Task) *broker.Job {
 	}
 	if t.Requeues > 0 {
 		j.Dedupe = t.JobKey()
-	}
-	return j
-}
-
-// maxJobRecord is the largest record a job carries (see broker.Job.Record):
-// past it the worker reads the record, rather than every job growing.
-const maxJobRecord = 8 << 10
-
-// withRecord puts the record t, just written, in j.
-func withRecord(j *broker.Job, t *taskstate.Task) *broker.Job {
-	if b, err := taskstate.Encode(t); err == nil && len(b) <= maxJobRecord {
-		j.Record, j.RecordRev = b, t.Revision
 	}
 	return j
 }

@@ -60,6 +60,7 @@ type config struct {
 	pollOne    time.Duration
 	pollFixed  time.Duration // (b′)'s interval when --poll is server
 	inlineWait time.Duration // api --inline-wait, the bound (g) is held to
+	src        string        // --src: the checkout api and worker are built from ("": this one)
 	workerKind string        // demo (cmd/worker) or conformance (examples/conformance)
 	call       toolCall      // --tool, --tool-args: what (b)–(e) call
 	long       toolCall      // --long-tool, --long-args: what (g) calls
@@ -96,6 +97,7 @@ func main() {
 	fs.StringVar(&longArgs, "long-args", "", `(g): its arguments (default: {"ms":2000} for wait, {"seconds":2} for slow_compute, else {})`)
 	fs.IntVar(&c.longConc, "long-concurrency", 16, "(g): concurrent clients calling the long tool")
 	fs.DurationVar(&c.inlineWait, "inline-wait", 30*time.Millisecond, "api --inline-wait: how long a task-capable call of a short tool waits for its result (negative: never); (g) checks create p99 ≤ this + 5ms")
+	fs.StringVar(&c.src, "src", "", "build api and worker from this checkout instead (a git worktree of an older commit, for before/after figures); the bench, its clients and the ceiling (a) stay this tree's")
 	fs.StringVar(&c.peerURL, "peer-url", "", "after the backends, run (b), (b′) and (d) against this MCP server too (http://host:port/mcp, already running)")
 	fs.StringVar(&c.peerBin, "peer-bin", "", "like --peer-url, but start this server binary (MCPKIT_PEER_QUIET=1 PATH --addr 127.0.0.1:<free port>) and stop it at the end")
 	c.poll = pollPolicy{server: true}
@@ -262,10 +264,16 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 	if err != nil {
 		return err
 	}
-	printHeader(c, root)
+	src := root
+	if c.src != "" {
+		if src, err = filepath.Abs(c.src); err != nil {
+			return err
+		}
+	}
+	printHeader(c, root, src)
 	logf("building api, %s worker and nats-server…", c.workerKind)
 	t0 := time.Now()
-	b, err := build(ctx, root, c.pprofDir != "", c.workerKind == "conformance", cl)
+	b, err := build(ctx, src, c.pprofDir != "", c.workerKind == "conformance", cl)
 	if err != nil {
 		return err
 	}
@@ -316,7 +324,7 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 	return nil
 }
 
-func printHeader(c *config, root string) {
+func printHeader(c *config, root, src string) {
 	cmd := os.Args[0]
 	if strings.Contains(cmd, "go-build") || strings.HasSuffix(filepath.Dir(cmd), "/exe") {
 		cmd = "go run ./integration/bench"
@@ -334,7 +342,10 @@ func printHeader(c *config, root string) {
 	fmt.Printf("machine:  %s/%s, %d CPUs (%s), GOMAXPROCS=%d, %s; load average at start %s\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), cpuModel(), runtime.GOMAXPROCS(0), runtime.Version(),
 		strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
-	fmt.Printf("code:     %s\n", gitState(root))
+	fmt.Printf("code:     %s\n", gitState(src))
+	if src != root {
+		fmt.Printf("          (api and worker from there; the bench and its ceiling from %s)\n", gitState(root))
+	}
 	fmt.Printf("versions: nats-server %s, nats.go %s, asynq %s, go-redis %s\n",
 		modVersion("github.com/nats-io/nats-server/v2"), modVersion("github.com/nats-io/nats.go"),
 		modVersion("github.com/hibiken/asynq"), modVersion("github.com/redis/go-redis/v9"))
@@ -504,7 +515,13 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
 	}
 	common := append(append([]string{}, beArgs...), "--prefix", prefix, "--log-json", "--log-level", c.logLevel, "--shutdown-grace", "2s")
-	api, err := start("api", b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--inline-wait", c.inlineWait.String())...)
+	apiArgs := append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	if strings.Contains(b.apiHelp, "-inline-wait") {
+		apiArgs = append(apiArgs, "--inline-wait", c.inlineWait.String())
+	} else {
+		logf("%s: this api has no --inline-wait (built from --src before adaptive completion): every task-capable call gets a handle", r.name)
+	}
+	api, err := start("api", b.api, env, apiArgs...)
 	if err != nil {
 		return err
 	}

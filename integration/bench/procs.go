@@ -54,6 +54,7 @@ func (c *cleanup) runAll() {
 // with --worker conformance, examples/conformance.
 type bins struct {
 	dir, api, worker, nats string
+	apiHelp                string // api --help: which flags it takes (an older --src may lack some)
 }
 
 // pprofOverlay is compiled into api and worker (only with --pprof, through
@@ -114,6 +115,8 @@ func build(ctx context.Context, root string, withPprof, conformance bool, cl *cl
 			return nil, fmt.Errorf("build produced no %s: %w", p, err)
 		}
 	}
+	help, _ := exec.CommandContext(ctx, b.api, "--help").CombinedOutput() // exits 0 or 2; the flags are what matters
+	b.apiHelp = string(help)
 	return b, nil
 }
 

@@ -371,6 +371,18 @@ func mustComplete(t *testing.T, recs map[string]*taskstate.Task, ids []string) {
 
 // mustHold fails unless every acknowledged task has a record: a handle the
 // client got is never lost.
+// holdsAll is a settled condition: every one of ids has a record.
+func holdsAll(ids []string) func(map[string]*taskstate.Task) bool {
+	return func(recs map[string]*taskstate.Task) bool {
+		for _, id := range ids {
+			if recs[id] == nil {
+				return false
+			}
+		}
+		return true
+	}
+}
+
 func mustHold(t *testing.T, recs map[string]*taskstate.Task, acked []string) {
 	t.Helper()
 	for _, id := range acked {

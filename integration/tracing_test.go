@@ -123,7 +123,7 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 
 	fq, fst, fbus := connect()
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{Telemetry: tel, Logger: log.With().Str("service", "api").Logger()})
-	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{StateKey: []byte("k"), Telemetry: tel, InlineWait: -1} // the test follows a task)
+	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{StateKey: []byte("k"), Telemetry: tel, InlineWait: -1}) // the test follows a task
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
 	// The worker published its tools before Ready; the front end reads

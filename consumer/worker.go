@@ -163,22 +163,29 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 	if len(keysOf(mux)) == 0 {
 		return errors.New("consumer: mux has no tools")
 	}
-	mux.updates.set(w.bus)
-	defer mux.updates.set(nil)
+	// A start cut short by ctx's end is a stop, not a failure.
+	started := func(err error) error {
+		if err != nil && ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	f, err := w.newFeed(ctx, mux) // a consumer of the tools' routes (feed.go)
 	if err != nil {
-		return err
+		return started(err)
 	}
 	sub, err := w.bus.Subscribe(ctx, broker.TopicCancel, "", func(id string, _ []byte) {
 		w.cancelRunning(id, ErrTaskCancelled)
 	})
 	if err != nil {
-		return err
+		return started(err)
 	}
 	defer sub.Close()
 	if err := w.publishTools(ctx, mux); err != nil {
-		return err
+		return started(err)
 	}
+	mux.updates.set(w.bus) // Mux.ResourceUpdated works from here on
+	defer mux.updates.set(nil)
 
 	// Handlers run under base, which outlives ctx by the shutdown grace.
 	base, stopHandlers := context.WithCancelCause(context.WithoutCancel(ctx))

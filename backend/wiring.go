@@ -67,7 +67,7 @@ type Options struct {
 	LogLevel      string
 	LogJSON       bool
 
-	// Durability (README "Durability"). NATSStorage is "file" or "memory"
+	// Durability (docs/durability.md). NATSStorage is "file" or "memory"
 	// for the job stream and the KV buckets; NATSReplicas their replica
 	// count; RequireDurable refuses to start on a backend that loses tasks
 	// on a restart.

@@ -1,6 +1,11 @@
-// Package backend turns flags and environment into connected seam
-// implementations. It is the one place besides tests that names them; cmd/api,
-// cmd/worker and the example workers call it.
+// Package backend connects a process to its broker. From flags and
+// environment variables (Options.Flags) or an Options value, Options.Connect
+// opens NATS or Redis and returns a Backend: the job queue, the bus, the task
+// store and the tool catalog that api and workers run on, with every stream,
+// bucket, queue and subject name derived from --prefix. It is the one place
+// besides tests that names the implementations (natsbroker, natskv,
+// asynqbroker, redisstate); cmd/api, cmd/worker, package worker and the
+// example workers call it.
 package backend
 
 import (

@@ -18,8 +18,8 @@ import (
 )
 
 // NATSAuth is how a process authenticates to NATS and secures the
-// connection (README "Connecting to a secured broker"). At most one of
-// Creds, NKey, User (with Password) and Token; a URL may carry
+// connection (docs/security.md, "Connecting to a secured broker"). At most
+// one of Creds, NKey, User (with Password) and Token; a URL may carry
 // user:password@ or token@ itself. TLS is on for tls:// URLs, when the
 // server requires it, or when any TLS field is set.
 type NATSAuth struct {

@@ -15,10 +15,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
 )
 
-// RedisConn is how a process reaches Redis besides --redis (README
-// "Connecting to a secured broker"): a primary found through Sentinel, an
-// ACL user, TLS, and how many replicas must have a task before it is
-// acknowledged.
+// RedisConn is how a process reaches Redis besides --redis
+// (docs/security.md, "Connecting to a secured broker"): a primary found
+// through Sentinel, an ACL user, TLS, and how many replicas must have a task
+// before it is acknowledged.
 type RedisConn struct {
 	// Sentinels (host:port, comma-separated) and Master: find the primary
 	// named Master through these Sentinels; --redis then gives only the

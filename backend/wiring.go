@@ -1,6 +1,11 @@
-// Package backend turns flags and environment into connected seam
-// implementations. It is the one place besides tests that names them; cmd/api,
-// cmd/worker and the example workers call it.
+// Package backend connects a process to its broker. From flags and
+// environment variables (Options.Flags) or an Options value, Options.Connect
+// opens NATS or Redis and returns a Backend: the job queue, the bus, the task
+// store and the tool catalog that api and workers run on, with every stream,
+// bucket, queue and subject name derived from --prefix. It is the one place
+// besides tests that names the implementations (natsbroker, natskv,
+// asynqbroker, redisstate); cmd/api, cmd/worker, package worker and the
+// example workers call it.
 package backend
 
 import (
@@ -67,7 +72,7 @@ type Options struct {
 	LogLevel      string
 	LogJSON       bool
 
-	// Durability (README "Durability"). NATSStorage is "file" or "memory"
+	// Durability (docs/durability.md). NATSStorage is "file" or "memory"
 	// for the job stream and the KV buckets; NATSReplicas their replica
 	// count; RequireDurable refuses to start on a backend that loses tasks
 	// on a restart.

@@ -1,8 +1,11 @@
-// Package broker owns the Queue and Bus seams: the job envelope that carries a
-// tool call to a worker, the delivery vocabulary (ack, retry, terminate,
-// extend), and the topics on which the front end and workers signal each
-// other. It imports only the standard library; implementations live in
-// sub-packages and all pass the contract suite in brokertest.
+// Package broker defines how a tool call travels to a worker. A Queue carries
+// jobs (a Job is one tool call, routed by tool) to the workers that serve the
+// tool, in the delivery vocabulary ack, retry, terminate and extend; a Bus
+// carries the signals between the front end and workers (cancel broadcasts,
+// notifications for a waiting request, resource changes) on topics. It
+// imports only the standard library; the implementations live in
+// sub-packages (natsbroker, asynqbroker) and all pass the contract suite in
+// brokertest.
 package broker
 
 import (

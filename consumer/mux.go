@@ -1,7 +1,10 @@
-// Package consumer is the worker library: a Mux of typed tool handlers whose
-// JSON Schemas are inferred from Go types, a Call handle for progress inside a
-// handler, and a Worker whose Run pulls jobs, runs handlers with leases,
-// cancellation and timeouts, writes outcomes, and drains on shutdown.
+// Package consumer is the worker library. Register typed tool handlers on a
+// Mux (Handle infers each tool's JSON Schema from its Go argument type); a
+// handler gets a Call to report progress, log, ask the client for input and
+// keep checkpoints; a Worker's Run pulls jobs, runs handlers with leases,
+// cancellation and timeouts, writes outcomes, and drains on shutdown. Most
+// programs hand their registrations to worker.Main instead of running a
+// Worker themselves.
 package consumer
 
 import (

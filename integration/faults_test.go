@@ -8,7 +8,7 @@ package integration
 //	created=N completed=N failed=N cancelled=N lost=0 duplicated_terminal_writes=0
 //
 // By default the cases run a bounded form for CI; MCPQ_FAULTS=full runs the
-// issue's sizes (see README, "Fault suite").
+// issue's sizes (see docs/faults.md).
 
 import (
 	"context"

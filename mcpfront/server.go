@@ -1,8 +1,10 @@
-// Package mcpfront is the MCP wire: it serves POST /mcp for the 2026-07-28
-// revision (stateless, tasks as the io.modelcontextprotocol/tasks extension),
-// validates headers, _meta and tool arguments, and turns tools/call into a
-// task through the producer. It holds no per-task state: every answer comes
-// from the store, so any replica serves any request.
+// Package mcpfront is the MCP wire of the api: it serves /mcp for both
+// protocol revisions, 2026-07-28 (stateless, tasks as the
+// io.modelcontextprotocol/tasks extension) and 2025-11-25 (initialize,
+// sessions kept in the store, experimental tasks), validates headers, _meta
+// and tool arguments, and turns tools/call into a task through the producer.
+// It holds no per-task state: every answer comes from the store, so any
+// replica serves any request.
 package mcpfront
 
 import (

@@ -23,11 +23,13 @@ import (
 // inputResponses (answerInputs) against a model, on a real store: a worker
 // posts input requests, a client answers any mix of outstanding, answered
 // and unknown keys with valid and invalid results, and the task may end in
-// between. The model (PROTOCOL.md §3.5): keys not outstanding are ignored
-// (an answered key keeps its first answer); an invalid result for an
-// outstanding key is a -32602 error naming it and changes nothing; a
-// subset leaves the task input_required with the rest outstanding; the last
-// answer returns it to working; an ended task does not change.
+// between. The model (tasks/update in the Tasks extension,
+// https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html):
+// keys not outstanding are ignored (an answered key keeps its first answer);
+// an invalid result for an outstanding key is a -32602 error naming it and
+// changes nothing; a subset leaves the task input_required with the rest
+// outstanding; the last answer returns it to working; an ended task does not
+// change.
 func TestTasksUpdateKeys(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)

@@ -1,6 +1,7 @@
-// Package producer turns a tool call into a task: it writes the record and
-// starts the job through an Executor, idempotently on the task id. It also
-// cancels tasks. It never imports consumer or mcpfront.
+// Package producer turns a tool call into a task, for the api: it writes the
+// task record and starts the job through an Executor (QueueExecutor puts it on
+// the queue), idempotently on the task id, and it cancels tasks. It never
+// imports consumer or mcpfront.
 package producer
 
 import (

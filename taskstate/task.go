@@ -1,7 +1,10 @@
-// Package taskstate owns the task record, its status machine and the Store seam
-// that keeps records and the tool catalog. It imports only the standard library;
-// implementations live in sub-packages (natskv, …) and every one of them passes
-// the shared contract suite in statetest.
+// Package taskstate owns the task record (one per tool call run as a task:
+// its owner, status, input requests and outcome), the rules by which its
+// status may change (working, input_required, completed, failed, cancelled),
+// and the Store that keeps records, with the Catalog of the tools workers
+// serve. It imports only the standard library; the implementations live in
+// sub-packages (natskv, redisstate) and every one of them passes the shared
+// contract suite in statetest.
 package taskstate
 
 import (

@@ -1,8 +1,8 @@
 // Command api is the MCP front end. With no flags it runs all-in-one: an
 // embedded NATS server (JetStream, file storage under --data-dir) that also
 // listens on --nats-listen so separate workers can join, plus an in-process
-// worker running the example tools. With --nats it uses that NATS and runs no
-// handlers itself.
+// worker running the example tools. With --nats (or --broker asynq and
+// --redis) it uses that broker and runs no handlers itself; workers do.
 //
 //	go run ./cmd/api                                  # all-in-one on 127.0.0.1:8080
 //	go run ./cmd/api --nats nats://nats:4222 --listen :8080 \

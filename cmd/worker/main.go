@@ -1,5 +1,7 @@
-// Command worker runs the example tools off the queue. Start as many as you
-// like against one NATS; each pulls one job per free slot.
+// Command worker runs the demo tools (examples/demo) off the queue, and
+// relays the tools of MCP servers named with --mcp-stdio or --mcp-config.
+// Start as many as you like against one NATS or Redis (--broker asynq); each
+// pulls one job per free slot.
 //
 //	go run ./cmd/worker --nats nats://127.0.0.1:4250 --concurrency 8
 package main

@@ -1,15 +1,18 @@
 // Package doccheck_test holds the documentation to what the repository
 // builds: the README's worker code is the example module's main.go, which
 // the integration tests build and run, and every relative link in the
-// README and docs/ resolves to a file of the repository.
+// README, docs/ and the repository's other Markdown resolves to a file of
+// the repository, and each #anchor to one of the target's headings.
 package doccheck_test
 
 import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 func root(t *testing.T) string {
@@ -48,38 +51,138 @@ var (
 	// Code is not prose: fenced blocks and inline code spans hold no links.
 	fenced     = regexp.MustCompile("(?s)```.*?```")
 	inlineCode = regexp.MustCompile("`[^`\n]*`")
+	heading    = regexp.MustCompile(`(?m)^#{1,6}[ \t]+(.+?)[ \t#]*$`)
 )
 
-// Every relative link of the README and of docs/*.md names a file or
-// directory of the repository (anchors aside).
-func TestRelativeLinksResolve(t *testing.T) {
-	r := root(t)
-	files := []string{filepath.Join(r, "README.md")}
-	err := filepath.WalkDir(filepath.Join(r, "docs"), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".md") {
+// markdown lists the repository's Markdown files: README.md, docs/ and any
+// other .md outside node_modules, testdata and hidden directories.
+func markdown(t *testing.T, r string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(r, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); p != r && (n == "node_modules" || n == "testdata" || strings.HasPrefix(n, ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".md") {
 			files = append(files, p)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files
+}
+
+// slug is the anchor GitHub gives a heading: lower case, every character
+// but letters, marks, digits, spaces, hyphens and underscores dropped, spaces
+// turned into hyphens.
+func slug(h string) string {
+	h = inlineCodeMarks.ReplaceAllString(h, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsMark(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+var inlineCodeMarks = regexp.MustCompile("`([^`]*)`")
+
+// anchors are the heading anchors of a Markdown text, a repeated heading's
+// numbered as GitHub numbers them (-1, -2, …).
+func anchors(text string) map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range heading.FindAllStringSubmatch(fenced.ReplaceAllString(text, ""), -1) {
+		s := slug(m[1])
+		if n := seen[s]; n > 0 {
+			out[s+"-"+strconv.Itoa(n)] = true
+		} else {
+			out[s] = true
+		}
+		seen[s]++
+	}
+	return out
+}
+
+func TestSlug(t *testing.T) {
+	for h, want := range map[string]string{
+		"Operating: metrics, traces, logs, health":                                 "operating-metrics-traces-logs-health",
+		"Against the reference server, short calls in one round trip (2026-12-01)": "against-the-reference-server-short-calls-in-one-round-trip-2026-12-01",
+		"Parameter headers (SEP-2243)":                                             "parameter-headers-sep-2243",
+		"`api tasks` and `--print-config`":                                         "api-tasks-and---print-config",
+		"ADR 0001 — The MCP library question":                                      "adr-0001--the-mcp-library-question",
+	} {
+		if got := slug(h); got != want {
+			t.Errorf("slug(%q) = %q, want %q", h, got, want)
+		}
+	}
+	a := anchors("# A\n\n```sh\n# not a heading\n```\n\n## A\n\n## B c\n")
+	for _, want := range []string{"a", "a-1", "b-c"} {
+		if !a[want] {
+			t.Errorf("anchors: no %q in %v", want, a)
+		}
+	}
+	if a["not-a-heading"] {
+		t.Error("anchors: a comment in a code block counted as a heading")
+	}
+}
+
+// Every relative link of the repository's Markdown (README.md, docs/, …)
+// names a file or directory of the repository, and an #anchor on a link to
+// a Markdown file (or on a link within the page) names one of its headings.
+func TestRelativeLinksResolve(t *testing.T) {
+	r := root(t)
+	files := markdown(t, r)
+	if len(files) < 2 {
+		t.Fatalf("found %d Markdown files under %s: the walk looks wrong", len(files), r)
+	}
+	headings := map[string]map[string]bool{} // file → its anchors
+	anchorsOf := func(p string) map[string]bool {
+		if headings[p] == nil {
+			headings[p] = anchors(read(t, p))
+		}
+		return headings[p]
+	}
+	checked := 0
 	for _, f := range files {
 		prose := inlineCode.ReplaceAllString(fenced.ReplaceAllString(read(t, f), ""), "")
 		for _, m := range mdLink.FindAllStringSubmatch(prose, -1) {
-			target, _, _ := strings.Cut(m[1], "#")
-			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			target, anchor, _ := strings.Cut(m[1], "#")
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue
 			}
-			p := filepath.Join(filepath.Dir(f), filepath.FromSlash(target))
-			rel, _ := filepath.Rel(r, p)
-			if strings.HasPrefix(rel, "..") {
-				t.Errorf("%s links %s, outside the repository", f, m[1])
-				continue
+			p := f
+			if target != "" {
+				p = filepath.Join(filepath.Dir(f), filepath.FromSlash(target))
+				rel, _ := filepath.Rel(r, p)
+				if strings.HasPrefix(rel, "..") {
+					t.Errorf("%s links %s, outside the repository", f, m[1])
+					continue
+				}
+				if _, err := os.Stat(p); err != nil {
+					t.Errorf("%s links %s, which does not exist", f, m[1])
+					continue
+				}
 			}
-			if _, err := os.Stat(p); err != nil {
-				t.Errorf("%s links %s, which does not exist", f, m[1])
+			checked++
+			if anchor != "" && strings.HasSuffix(p, ".md") && !anchorsOf(p)[anchor] {
+				t.Errorf("%s links %s: %s has no heading with anchor #%s", f, m[1], filepath.Base(p), anchor)
 			}
 		}
+	}
+	if checked == 0 {
+		t.Fatal("no relative link checked: the link pattern looks wrong")
 	}
 }

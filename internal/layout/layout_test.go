@@ -1,5 +1,9 @@
-// Package layout_test enforces the package layout of DESIGN.md §7: which
-// package may import which. It reads the module's import graph with go/build
+// Package layout_test enforces the package layout — which package may import
+// which: the seam packages broker and taskstate import only the standard
+// library, an implementation only its seam, the layers point inward, only
+// cmd/, backend and integration name an implementation, and only gosdk (and
+// users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
+// docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
 // (non-test files only, for the current platform) and fails with the
 // offending import and the path that leads to it.
 package layout_test
@@ -296,7 +300,7 @@ func TestLayout(t *testing.T) {
 		t.Fatalf("broker/natsbroker imports %v: the graph looks wrong", g["broker/natsbroker"])
 	}
 	for _, v := range check(g) {
-		t.Errorf("layout (DESIGN.md §7): %s", v)
+		t.Errorf("layout: %s", v)
 	}
 }
 

@@ -51,7 +51,9 @@ const RELATED_TASK = "io.modelcontextprotocol/related-task";
 const INPUT_ID_PREFIX = "mcpq-input:";
 const TTL = 60000;
 const clientInfo = { name: "mcpqueue-it-sdk-v1", version: "0.0.1" };
-// PROTOCOL.md §2.1: the client side of the tasks capability, plus elicitation
+// The client side of the 2025-11-25 tasks capability
+// (https://modelcontextprotocol.io/specification/2025-11-25/basic/utilities/tasks),
+// plus elicitation
 // (required before setRequestHandler(ElicitRequestSchema)).
 const clientCapabilities = {
   elicitation: {},

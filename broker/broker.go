@@ -163,6 +163,16 @@ type Deferrer interface {
 	Defer(ctx context.Context, delay time.Duration) error
 }
 
+// Redeliverer is an optional ability of a Delivery: its broker itself hands
+// the job out again once the route's lease lapses without an ack or an
+// Extend (JetStream's ack wait), so a run lost with its worker comes back
+// without anyone reading a lease off the task record. A worker may then
+// defer writing its take (consumer's lazy take); without it, the record's
+// lease is how a lost run is found, and the take is written first.
+type Redeliverer interface {
+	RedeliversAfterLease()
+}
+
 // Topic names a bus channel.
 type Topic string
 

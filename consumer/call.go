@@ -75,9 +75,18 @@ const writeTimeout = 10 * time.Second
 // record must still carry this run's attempt number, which only a newer
 // run's take changes, or the write is refused with ErrFenced.
 func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) error) (*taskstate.Task, error) {
+	return c.write(ctx, decide, false)
+}
+
+// write is mutate; takeOnly writes the run's pending take and nothing else,
+// and nothing at all once another write of the run has carried it.
+func (c *callState) write(ctx context.Context, decide func(*taskstate.Task) error, takeOnly bool) (*taskstate.Task, error) {
 	c.mu.Lock()
 	known, take := c.rec, c.takeDue
 	c.mu.Unlock()
+	if takeOnly && take == nil {
+		return known, taskstate.ErrSkip
+	}
 	// A handler's ctx may allow minutes (the tool's timeout); a request in
 	// flight when the broker restarts gets no reply and would wait all of
 	// that while the lease keeper goes on renewing, so nobody would step in.
@@ -93,6 +102,8 @@ func (c *callState) mutate(ctx context.Context, decide func(*taskstate.Task) err
 			if t.Attempt != c.attempt-1 || take(t) != nil {
 				return ErrFenced
 			}
+		case takeOnly:
+			return taskstate.ErrSkip // another write of the run carried the take
 		case c.attempt > 0 && t.Attempt != c.attempt:
 			return ErrFenced
 		}
@@ -145,9 +156,7 @@ func (c *callState) takeLater(ctx context.Context, d time.Duration) (stop func()
 	wg.Add(1)
 	t := time.AfterFunc(d, func() {
 		defer wg.Done()
-		if c.takePending() {
-			_, _ = c.mutate(ctx, func(*taskstate.Task) error { return nil })
-		}
+		_, _ = c.write(ctx, func(*taskstate.Task) error { return nil }, true)
 	})
 	return func() {
 		if t.Stop() {

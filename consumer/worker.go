@@ -459,14 +459,17 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return nil
 	}
 	var attempt int
-	if probe := rec.Clone(); d.Attempt() == 1 && job.Dedupe == "" && take(probe) == nil {
+	_, redelivers := d.(broker.Redeliverer)
+	if probe := rec.Clone(); redelivers && d.Attempt() == 1 && job.Dedupe == "" && take(probe) == nil {
 		// Lazy take: on the first delivery of a task's first job, which
 		// no other run can hold, the take is not written on its own. The
 		// run's first write carries it — for a task that ends within
 		// lazyTake, its outcome: one write per task instead of two — and
 		// a run still going after lazyTake writes it then. A crash before
-		// that leaves no attempt counted, but the broker's redelivery is
-		// no first delivery: it takes eagerly, and counts.
+		// that leaves no lease on the record, but the broker delivers the
+		// job again after the lease (broker.Redeliverer; a broker without
+		// that needs the record's lease, so its runs take first), and a
+		// redelivery is no first delivery: it takes eagerly, and counts.
 		attempt = probe.Attempt
 		cs.deferTake(attempt, take)
 	} else {

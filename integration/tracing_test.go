@@ -233,10 +233,11 @@ func TestTracingSpansAPIAndWorker(t *testing.T) {
 					t.Errorf("task.write of another task in this trace: %v", w.Attributes)
 				}
 			}
-			// The api writes the record once; the worker takes the lease and
-			// writes the outcome.
-			if apiWrites != 1 || workerWrites < 2 {
-				t.Errorf("task.write spans: %d under task.create (want 1), %d under task.run (want at least 2)", apiWrites, workerWrites)
+			// The api writes the record once; the worker writes the outcome,
+			// which for a task as short as echo carries its take too (lazy
+			// take), or the take and then the outcome.
+			if apiWrites != 1 || workerWrites < 1 {
+				t.Errorf("task.write spans: %d under task.create (want 1), %d under task.run (want at least 1)", apiWrites, workerWrites)
 			}
 		})
 	}

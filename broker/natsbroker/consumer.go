@@ -419,6 +419,10 @@ var _ broker.Deferrer = (*delivery)(nil)
 // so routes whose jobs are deferred take no MaxDeliveries bound.
 func (d *delivery) Defer(ctx context.Context, delay time.Duration) error { return d.Retry(ctx, delay) }
 
+// RedeliversAfterLease implements broker.Redeliverer: JetStream delivers an
+// unacknowledged job again after the consumer's ack wait, the route's lease.
+func (d *delivery) RedeliversAfterLease() {}
+
 func (d *delivery) Term(_ context.Context, reason string) error {
 	defer d.release()
 	return d.msg.TermWithReason(reason)

@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcpqueue/mcpqueue/internal/binflags"
@@ -185,6 +186,7 @@ func checkPod(t *testing.T, d *appsv1.Deployment, bin *binflags.Binary, secrets 
 	case sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0:
 		t.Errorf("%s: capabilities %v; drop ALL, add none", d.Name, sc.Capabilities)
 	}
+	checkSecretVolumes(t, d)
 
 	// The kubelet's SIGKILL must come after the process has drained.
 	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
@@ -297,20 +299,85 @@ func checkTriggers(t *testing.T, r *rendered, so map[string]any, d *appsv1.Deplo
 					d.Name, i, typ, md["stream"], md["consumer"], tool, consumerName(tool), streamName(prefix))
 			}
 		case broker == "asynq":
-			if typ != "redis" || md["listName"] != asynqPendingList(prefix, tool) {
-				t.Errorf("%s: trigger %d: %s on list %q; tool %s's pending list is %s", d.Name, i, typ, md["listName"], tool, asynqPendingList(prefix, tool))
+			want := "redis"
+			if env["MCPQ_REDIS_SENTINELS"].Value != "" {
+				want = "redis-sentinel" // the pods find the primary through Sentinel: so must KEDA
+				if md["addresses"] != env["MCPQ_REDIS_SENTINELS"].Value || md["sentinelMaster"] != env["MCPQ_REDIS_MASTER"].Value {
+					t.Errorf("%s: trigger %d: Sentinels %q master %q; the pods use %q master %q", d.Name, i, md["addresses"], md["sentinelMaster"],
+						env["MCPQ_REDIS_SENTINELS"].Value, env["MCPQ_REDIS_MASTER"].Value)
+				}
 			}
+			if typ != want || md["listName"] != asynqPendingList(prefix, tool) {
+				t.Errorf("%s: trigger %d: %s on list %q; want %s on tool %s's pending list %s", d.Name, i, typ, md["listName"], want, tool, asynqPendingList(prefix, tool))
+			}
+			checkRedisAuth(t, r, d, tr, tr["metadata"].(map[string]any))
 		default:
 			t.Errorf("%s: broker %q", d.Name, broker)
 		}
 	}
 }
 
+// checkRedisAuth: a redis trigger reaches Redis the way the pods do. Every
+// credential and certificate the pods take from a Secret (a secretKeyRef
+// variable, or a file mounted from one) KEDA takes from the same Secret's
+// same key, through the trigger's TriggerAuthentication, with TLS on when
+// the pods use a CA or client certificate; and every parameter of that
+// TriggerAuthentication is one KEDA's scaler reads from authParams.
+func checkRedisAuth(t *testing.T, r *rendered, d *appsv1.Deployment, tr, md map[string]any) {
+	t.Helper()
+	typ := tr["type"].(string)
+	params := map[string]secretRef{}
+	if ref, _ := tr["authenticationRef"].(map[string]any); ref != nil {
+		name, _ := ref["name"].(string)
+		var ta *unstructured.Unstructured
+		for _, o := range r.of("TriggerAuthentication") {
+			if o.GetName() == name {
+				ta = o
+			}
+		}
+		if ta == nil {
+			t.Errorf("%s: %s trigger authenticationRef %q: no such TriggerAuthentication in the release", d.Name, typ, name)
+			return
+		}
+		refs, _ := dig(ta.Object, "spec", "secretTargetRef").([]any)
+		for _, x := range refs {
+			m := x.(map[string]any)
+			p := fmt.Sprint(m["parameter"])
+			if !scalers[typ].auth[p] {
+				t.Errorf("%s: TriggerAuthentication %s parameter %q is no authentication parameter of KEDA's %s scaler", d.Name, name, p, typ)
+			}
+			if _, dup := params[p]; dup {
+				t.Errorf("%s: TriggerAuthentication %s gives %q twice", d.Name, name, p)
+			}
+			params[p] = secretRef{secret: fmt.Sprint(m["name"]), key: fmt.Sprint(m["key"])}
+		}
+	}
+	refs := brokerSecretRefs(t, d)
+	for env, param := range map[string]string{
+		"MCPQ_REDIS_USER": "username", "MCPQ_REDIS_PASSWORD": "password",
+		"MCPQ_REDIS_TLS_CA": "ca", "MCPQ_REDIS_TLS_CERT": "cert", "MCPQ_REDIS_TLS_KEY": "key",
+		"MCPQ_REDIS_SENTINEL_USER": "sentinelUsername", "MCPQ_REDIS_SENTINEL_PASSWORD": "sentinelPassword",
+	} {
+		pod, ok := refs[env]
+		if !ok {
+			continue
+		}
+		if got, ok := params[param]; !ok || got.secret != pod.secret || got.key != pod.key {
+			t.Errorf("%s: the pods take %s from Secret %s key %s, KEDA's %s trigger %q from %+v", d.Name, env, pod.secret, pod.key, typ, param, got)
+		}
+	}
+	_, ca := refs["MCPQ_REDIS_TLS_CA"]
+	_, cert := refs["MCPQ_REDIS_TLS_CERT"]
+	if (ca || cert) && fmt.Sprint(md["enableTLS"]) != "true" {
+		t.Errorf("%s: the pods speak TLS to Redis, the %s trigger has enableTLS %v", d.Name, typ, md["enableTLS"])
+	}
+}
+
 // kedaScaler is what KEDA's own source says a scaler reads: the metadata
 // keys it knows and those it requires (no default, not optional).
 type kedaScaler struct {
-	known              map[string]bool
-	required, fromAuth []string // fromAuth: required keys an authenticationRef may supply instead
+	known, auth        map[string]bool // auth: parameters a TriggerAuthentication may give
+	required, fromAuth []string        // fromAuth: required keys an authenticationRef may supply instead
 }
 
 var kedaTag = regexp.MustCompile("keda:\"([^\"]*)\"")
@@ -320,14 +387,14 @@ var kedaTag = regexp.MustCompile("keda:\"([^\"]*)\"")
 func kedaScalers(t *testing.T) map[string]kedaScaler {
 	t.Helper()
 	dir := moduleDir(t, kedaModule)
-	files := map[string]string{"nats-jetstream": "nats_jetstream_scaler.go", "redis": "redis_scaler.go", "prometheus": "prometheus_scaler.go"}
+	files := map[string]string{"nats-jetstream": "nats_jetstream_scaler.go", "redis": "redis_scaler.go", "redis-sentinel": "redis_scaler.go", "prometheus": "prometheus_scaler.go"}
 	out := map[string]kedaScaler{}
 	for typ, f := range files {
 		src, err := os.ReadFile(filepath.Join(dir, "pkg", "scalers", f))
 		if err != nil {
 			t.Fatalf("KEDA scaler source: %v", err)
 		}
-		sc := kedaScaler{known: map[string]bool{}}
+		sc := kedaScaler{known: map[string]bool{}, auth: map[string]bool{}}
 		for _, m := range kedaTag.FindAllStringSubmatch(string(src), -1) {
 			var names []string
 			var optional, metadata, auth bool
@@ -344,7 +411,12 @@ func kedaScalers(t *testing.T) map[string]kedaScaler {
 				}
 			}
 			for _, n := range names {
-				sc.known[n] = true
+				if metadata {
+					sc.known[n] = true
+				}
+				if auth {
+					sc.auth[n] = true
+				}
 			}
 			if !optional && metadata && len(names) == 1 {
 				if auth {

@@ -34,7 +34,7 @@ import (
 const releaseName = "mcpq"
 
 // cases are the values files the chart is rendered with.
-var cases = []string{"defaults", "nats-two-pools", "asynq-prometheus", "auth", "existing-secret"}
+var cases = []string{"defaults", "nats-two-pools", "asynq-prometheus", "auth", "existing-secret", "nats-secure", "redis-sentinel"}
 
 func repoRoot() string {
 	_, file, _, _ := goruntime.Caller(0)

@@ -106,6 +106,7 @@ two names that map to the same characters still get different tokens.
       name: {{ include "mcpqueue.secretName" . }}
       key: {{ .Values.secret.keys.redisURL }}
 {{- end }}
+{{- include "mcpqueue.brokerEnv" . }}
 - name: MCPQ_MAX_ATTEMPTS
   value: {{ .Values.maxAttempts | quote }}
 {{- if .Values.requireDurable }}
@@ -140,6 +141,7 @@ two names that map to the same characters still get different tokens.
 {{- if le (int $api.terminationGracePeriodSeconds) (add (include "mcpqueue.seconds" $api.shutdownDelay) (include "mcpqueue.seconds" $api.shutdownTimeout) | int) -}}
 {{- fail (printf "api.terminationGracePeriodSeconds (%v) must exceed api.shutdownDelay (%s) + api.shutdownTimeout (%s), or the kubelet kills requests still draining" $api.terminationGracePeriodSeconds $api.shutdownDelay $api.shutdownTimeout) -}}
 {{- end -}}
+{{- include "mcpqueue.validateBrokerSecrets" . -}}
 {{- $names := list -}}
 {{- range .Values.pools -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$" (toString .name)) -}}
@@ -179,4 +181,206 @@ replace the default resources whole), as JSON {"pools": [...]}.
 {{- $out = append $out $p -}}
 {{- end -}}
 {{- dict "pools" $out | toJson -}}
+{{- end -}}
+
+
+{{/*
+Broker credentials and certificates from Secrets the user names (values
+nats.auth, nats.tls, redis.auth, redis.tls, redis.sentinel): files are
+mounted, the rest are secretKeyRef variables; only the broker in use counts.
+
+mcpqueue.brokerFiles: the files, as JSON {"volumes": [{"name", "secret",
+"items": [{"key", "path", "env"}]}]}. Volume <name> is mounted read-only at
+/etc/mcpq/<name>; each item's variable (a flag of the binaries) names the
+file /etc/mcpq/<name>/<path>.
+*/}}
+{{- define "mcpqueue.brokerFiles" -}}
+{{- $vols := list -}}
+{{- if eq .Values.broker "nats" -}}
+{{- $a := .Values.nats.auth -}}
+{{- if $a.creds.secretName -}}
+{{- $vols = append $vols (dict "name" "nats-creds" "secret" $a.creds.secretName "items" (list (dict "key" (required "nats.auth.creds.key: the Secret's key holding the creds file" $a.creds.key) "path" "nats.creds" "env" "MCPQ_NATS_CREDS"))) -}}
+{{- end -}}
+{{- if $a.nkey.secretName -}}
+{{- $vols = append $vols (dict "name" "nats-nkey" "secret" $a.nkey.secretName "items" (list (dict "key" (required "nats.auth.nkey.key: the Secret's key holding the nkey seed" $a.nkey.key) "path" "nkey.seed" "env" "MCPQ_NATS_NKEY"))) -}}
+{{- end -}}
+{{- with (include "mcpqueue.tlsVolume" (dict "name" "nats-tls" "what" "nats.tls" "tls" .Values.nats.tls "env" "MCPQ_NATS_TLS") | fromJson) }}{{ $vols = append $vols . }}{{ end -}}
+{{- else -}}
+{{- with (include "mcpqueue.tlsVolume" (dict "name" "redis-tls" "what" "redis.tls" "tls" .Values.redis.tls "env" "MCPQ_REDIS_TLS") | fromJson) }}{{ $vols = append $vols . }}{{ end -}}
+{{- end -}}
+{{- dict "volumes" $vols | toJson -}}
+{{- end -}}
+
+{{/* One TLS Secret's files; call with (dict "name" volume "what" "nats.tls" "tls" values "env" "MCPQ_NATS_TLS"). */}}
+{{- define "mcpqueue.tlsVolume" -}}
+{{- $t := .tls -}}
+{{- if $t.secretName -}}
+{{- $items := list -}}
+{{- if $t.caKey -}}
+{{- $items = append $items (dict "key" $t.caKey "path" "ca.crt" "env" (printf "%s_CA" .env)) -}}
+{{- end -}}
+{{- if $t.clientCert -}}
+{{- if or (not $t.certKey) (not $t.keyKey) -}}
+{{- fail (printf "%s.clientCert needs %s.certKey and %s.keyKey (the client certificate and its private key)" .what .what .what) -}}
+{{- end -}}
+{{- $items = append $items (dict "key" $t.certKey "path" "tls.crt" "env" (printf "%s_CERT" .env)) -}}
+{{- $items = append $items (dict "key" $t.keyKey "path" "tls.key" "env" (printf "%s_KEY" .env)) -}}
+{{- end -}}
+{{- if not $items -}}
+{{- fail (printf "%s.secretName %q: nothing to mount; set %s.caKey or %s.clientCert" .what $t.secretName .what .what) -}}
+{{- end -}}
+{{- dict "name" .name "secret" $t.secretName "items" $items | toJson -}}
+{{- else -}}
+{}
+{{- end -}}
+{{- end -}}
+
+{{/* An env entry from a Secret's key; call with (dict "env" name "secret" s "key" k). */}}
+{{- define "mcpqueue.secretEnv" -}}
+- name: {{ .env }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ .secret | quote }}
+      key: {{ .key | quote }}
+{{- end -}}
+
+{{/* The broker variables beyond the URL, as env entries (each on a new line; nothing by default). */}}
+{{- define "mcpqueue.brokerEnv" -}}
+{{- range (include "mcpqueue.brokerFiles" . | fromJson).volumes }}
+{{- $dir := printf "/etc/mcpq/%s" .name }}
+{{- range .items }}
+- name: {{ .env }}
+  value: {{ printf "%s/%s" $dir .path | quote }}
+{{- end }}
+{{- end }}
+{{- if eq .Values.broker "nats" }}
+{{- with .Values.nats.auth.userPassword }}
+{{- if .secretName }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_NATS_USER" "secret" .secretName "key" .userKey) }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_NATS_PASSWORD" "secret" .secretName "key" .passwordKey) }}
+{{- end }}
+{{- end }}
+{{- with .Values.nats.auth.token }}
+{{- if .secretName }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_NATS_TOKEN" "secret" .secretName "key" .key) }}
+{{- end }}
+{{- end }}
+{{- else }}
+{{- $r := .Values.redis }}
+{{- with $r.auth }}
+{{- if .secretName }}
+{{- with .userKey }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_REDIS_USER" "secret" $r.auth.secretName "key" .) }}
+{{- end }}
+{{- with .passwordKey }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_REDIS_PASSWORD" "secret" $r.auth.secretName "key" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $r.sentinel }}
+{{- if .addresses }}
+- name: MCPQ_REDIS_SENTINELS
+  value: {{ join "," .addresses | quote }}
+- name: MCPQ_REDIS_MASTER
+  value: {{ .masterName | quote }}
+{{- end }}
+{{- if .auth.secretName }}
+{{- with .auth.userKey }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_REDIS_SENTINEL_USER" "secret" $r.sentinel.auth.secretName "key" .) }}
+{{- end }}
+{{- with .auth.passwordKey }}
+{{ include "mcpqueue.secretEnv" (dict "env" "MCPQ_REDIS_SENTINEL_PASSWORD" "secret" $r.sentinel.auth.secretName "key" .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $r.waitReplicas }}
+- name: MCPQ_REDIS_WAIT_REPLICAS
+  value: {{ $r.waitReplicas | quote }}
+{{- end }}
+{{- with $r.waitTimeout }}
+- name: MCPQ_REDIS_WAIT_TIMEOUT
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* volumeMounts and volumes of the broker files (nothing by default). */}}
+{{- define "mcpqueue.brokerVolumeMounts" -}}
+{{- range (include "mcpqueue.brokerFiles" . | fromJson).volumes }}
+- name: {{ .name }}
+  mountPath: /etc/mcpq/{{ .name }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+{{- define "mcpqueue.brokerVolumes" -}}
+{{- range (include "mcpqueue.brokerFiles" . | fromJson).volumes }}
+- name: {{ .name }}
+  secret:
+    secretName: {{ .secret | quote }}
+    defaultMode: 288 # 0440: owner root, group the pod's fsGroup; nobody else
+    items:
+      {{- range .items }}
+      - key: {{ .key | quote }}
+        path: {{ .path }}
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The pod securityContext: podSecurityContext, plus fsGroup (its runAsGroup)
+when broker files are mounted and it sets none. A Secret volume's files are
+root's; with fsGroup the kubelet gives them that group (and group read), so
+the non-root uid reads them through its group while others cannot.
+*/}}
+{{- define "mcpqueue.podSecurityContext" -}}
+{{- $psc := deepCopy .Values.podSecurityContext -}}
+{{- if and (include "mcpqueue.brokerFiles" . | fromJson).volumes (not (hasKey $psc "fsGroup")) -}}
+{{- $_ := set $psc "fsGroup" (default 65532 $psc.runAsGroup) -}}
+{{- end -}}
+{{- toYaml $psc -}}
+{{- end -}}
+
+{{/* Settings of the broker Secrets that cannot work fail the render. */}}
+{{- define "mcpqueue.validateBrokerSecrets" -}}
+{{- $_ := include "mcpqueue.brokerFiles" . -}}
+{{- if eq .Values.broker "nats" -}}
+{{- $a := .Values.nats.auth -}}
+{{- $ways := list -}}
+{{- range $w := list "creds" "nkey" "userPassword" "token" -}}
+{{- if (get $a $w).secretName -}}
+{{- $ways = append $ways (printf "nats.auth.%s" $w) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt (len $ways) 1 -}}
+{{- fail (printf "%s exclude each other: NATS authenticates one way" (join " and " $ways)) -}}
+{{- end -}}
+{{- if and $a.userPassword.secretName (or (not $a.userPassword.userKey) (not $a.userPassword.passwordKey)) -}}
+{{- fail "nats.auth.userPassword needs userKey and passwordKey" -}}
+{{- end -}}
+{{- if and $a.token.secretName (not $a.token.key) -}}
+{{- fail "nats.auth.token needs key" -}}
+{{- end -}}
+{{- else -}}
+{{- $r := .Values.redis -}}
+{{- $scheme := regexFind "^[a-z+]+://" $r.url -}}
+{{- $known := not .Values.secret.existingSecret -}}
+{{- if and $r.auth.secretName (not $r.auth.userKey) (not $r.auth.passwordKey) -}}
+{{- fail "redis.auth.secretName needs redis.auth.passwordKey or redis.auth.userKey" -}}
+{{- end -}}
+{{- if and $r.sentinel.auth.secretName (not $r.sentinel.auth.userKey) (not $r.sentinel.auth.passwordKey) -}}
+{{- fail "redis.sentinel.auth.secretName needs redis.sentinel.auth.passwordKey or redis.sentinel.auth.userKey" -}}
+{{- end -}}
+{{- if and $r.passwordInSecret $r.auth.secretName $r.auth.passwordKey -}}
+{{- fail "redis.passwordInSecret and redis.auth both give KEDA the Redis password: drop redis.passwordInSecret (redis.auth serves api, workers and KEDA)" -}}
+{{- end -}}
+{{- if ne (empty $r.sentinel.masterName) (empty $r.sentinel.addresses) -}}
+{{- fail "redis.sentinel.masterName and redis.sentinel.addresses go together" -}}
+{{- end -}}
+{{- if and $known $r.sentinel.addresses (has $scheme (list "redis+sentinel://" "rediss+sentinel://")) -}}
+{{- fail "redis.sentinel.addresses and a redis+sentinel:// redis.url both name the Sentinels: give them once" -}}
+{{- end -}}
+{{- if and $known $r.tls.secretName (not (has $scheme (list "rediss://" "rediss+sentinel://"))) -}}
+{{- fail (printf "redis.tls needs a rediss:// (or rediss+sentinel://) redis.url, not %s" (default "no scheme" $scheme)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

@@ -1,9 +1,9 @@
 // Package brokertest is the contract suite every broker.Queue and broker.Bus
 // implementation passes, so JetStream and Asynq behave the same by
-// construction. An implementation's test calls RunQueue and RunBus with
-// constructors that return a fresh, isolated queue or bus (its own stream,
-// subjects, queue name or key prefix) for each subtest; subtests run in
-// parallel.
+// construction. An implementation's test calls RunQueue, declaring its
+// optional abilities in a Features value, and RunBus, with constructors
+// that return a fresh, isolated queue or bus (its own stream, subjects,
+// queue name or key prefix) for each subtest; subtests run in parallel.
 package brokertest
 
 import (
@@ -54,20 +54,14 @@ func (o *QueueOptions) withDefaults() QueueOptions {
 // bring a job back: longer than any wait in the suite.
 const longLease = time.Minute
 
-// RunQueue runs the queue contract suite with default timing.
-func RunQueue(t *testing.T, newQueue func(t *testing.T) broker.Queue) {
-	RunQueueWith(t, newQueue, nil)
-}
-
-// RunQueueWith runs the queue contract suite as parallel subtests of t.
-// newQueue returns an empty queue that no other subtest sees.
-func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *QueueOptions) {
+// RunQueue runs the queue contract suite as parallel subtests of t.
+// newQueue returns an empty queue that no other subtest sees; f declares
+// the queue's optional abilities (each declared one is tested, each left
+// out must be absent); opts tunes the timing (nil: defaults).
+func RunQueue(t *testing.T, f Features, newQueue func(t *testing.T) broker.Queue, opts *QueueOptions) {
 	o := opts.withDefaults()
-	s := &queueSuite{opts: o}
-	tests := []struct {
-		name string
-		fn   func(*testing.T, *queueEnv)
-	}{
+	s := &queueSuite{opts: o, features: f}
+	tests := []queueTest{
 		{"RoundTrip", s.roundTrip},
 		{"EnqueueInvalid", s.enqueueInvalid},
 		{"Dedupe", s.dedupe},
@@ -80,12 +74,18 @@ func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *
 		{"NextContext", s.nextContext},
 		{"CancelledNextLosesNothing", s.cancelledNextLosesNothing},
 		{"ConcurrentConsumers", s.concurrentConsumers},
-		{"Holder", s.holder},
+		{"Features", s.declaredFeatures},
 		{"Routing", s.routing},
 		{"ToolLeases", s.toolLeases},
 		{"ToolConcurrency", s.toolConcurrency},
 		{"ConsumerOptionsInvalid", s.consumerOptionsInvalid},
 		{"DeferUnbounded", s.deferUnbounded},
+	}
+	if f.Holder {
+		tests = append(tests, queueTest{"Holder", s.holder})
+	}
+	if f.Depth {
+		tests = append(tests, queueTest{"Depth", s.depth})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,7 +101,15 @@ func RunQueueWith(t *testing.T, newQueue func(t *testing.T) broker.Queue, opts *
 	}
 }
 
-type queueSuite struct{ opts QueueOptions }
+type queueTest struct {
+	name string
+	fn   func(*testing.T, *queueEnv)
+}
+
+type queueSuite struct {
+	opts     QueueOptions
+	features Features
+}
 
 type queueEnv struct {
 	ctx context.Context

@@ -1,7 +1,6 @@
 package brokertest
 
 import (
-	"context"
 	"crypto/rand"
 	"testing"
 	"time"
@@ -9,17 +8,11 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 )
 
-// RunDepth checks a queue's broker.Depth: per tool, the jobs queued and not
-// yet handed out, and those handed out and not settled. newQueue returns an
-// empty queue that no other test sees.
-func RunDepth(t *testing.T, newQueue func(t *testing.T) broker.Queue) {
-	q := newQueue(t)
-	d, ok := q.(broker.Depth)
-	if !ok {
-		t.Fatalf("%T does not implement broker.Depth", q)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
+// depth (Features.Depth) checks a queue's broker.Depth: per tool, the jobs
+// queued and not yet handed out, and those handed out and not settled.
+func (s *queueSuite) depth(t *testing.T, e *queueEnv) {
+	q, ctx := e.q, e.ctx
+	d := q.(broker.Depth)
 	tools := []string{"depth.a", "depth_b"}
 	want := func(w map[string]broker.ToolDepth, when string) {
 		t.Helper()

@@ -9,11 +9,7 @@ import (
 
 func (e *queueEnv) holds(t *testing.T, j *broker.Job) bool {
 	t.Helper()
-	h, ok := e.q.(broker.Holder)
-	if !ok {
-		t.Fatalf("%T does not implement broker.Holder", e.q)
-	}
-	held, err := h.Holds(e.ctx, j.Tool, j.TaskID, j.DedupeKey())
+	held, err := e.q.(broker.Holder).Holds(e.ctx, j.Tool, j.TaskID, j.DedupeKey())
 	if err != nil {
 		t.Fatalf("Holds(%s): %v", j.DedupeKey(), err)
 	}
@@ -34,7 +30,7 @@ func (e *queueEnv) released(t *testing.T, j *broker.Job, wait time.Duration) {
 	}
 }
 
-// holder: a job is held from Enqueue until it is acked — while it waits,
+// holder (Features.Holder): a job is held from Enqueue until it is acked — while it waits,
 // while a worker has it, after a retry — and a requeue under another dedupe
 // key is held in its own right.
 func (s *queueSuite) holder(t *testing.T, e *queueEnv) {

@@ -162,8 +162,8 @@ func (s *queueSuite) deferUnbounded(t *testing.T, e *queueEnv) {
 			break
 		}
 		var err error
-		if df, ok := d.(broker.Deferrer); ok {
-			err = df.Defer(e.ctx, 100*time.Millisecond)
+		if s.features.Defer {
+			err = d.(broker.Deferrer).Defer(e.ctx, 100*time.Millisecond)
 		} else {
 			err = d.Retry(e.ctx, 100*time.Millisecond)
 		}

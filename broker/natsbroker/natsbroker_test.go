@@ -20,7 +20,8 @@ func TestQueueContract(t *testing.T) {
 	srv := natstest.Start(t)
 	// A 2s lease keeps the lease tests meaningful on a loaded 2-core CI box,
 	// where a 1s lease can run out between two timely extensions.
-	brokertest.RunQueueWith(t, func(t *testing.T) broker.Queue {
+	features := brokertest.Features{Holder: true, Depth: true, Defer: true, Redeliver: true}
+	brokertest.RunQueue(t, features, func(t *testing.T) broker.Queue {
 		_, js := srv.Connect(t)
 		name := natstest.Name(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -41,7 +41,7 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
+	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Create writes the owner-index entry just before the record, so List may

@@ -9,12 +9,9 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// feedCases are the Feed contract; a store without a Feed skips them.
+// feed is the Feed contract (Features.Feed).
 func (s *suite) feed(t *testing.T, e *env) {
-	f, ok := e.store.(taskstate.Feed)
-	if !ok {
-		t.Skip("the store does not implement taskstate.Feed")
-	}
+	f := e.store.(taskstate.Feed)
 	t.Run("CreatesAndUpdates", func(t *testing.T) { s.feedCreatesAndUpdates(t, e, f) })
 	t.Run("SlowConsumer", func(t *testing.T) { s.feedSlowConsumer(t, e, f) })
 	t.Run("ContextCancel", func(t *testing.T) { s.feedContextCancel(t, e, f) })

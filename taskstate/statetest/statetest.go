@@ -1,8 +1,9 @@
 // Package statetest is the contract suite every taskstate.Store,
 // taskstate.Catalog and taskstate.Sessions implementation passes, so NATS KV and Redis behave the
-// same by construction. An implementation's test calls Run with a constructor
-// that returns a fresh, isolated store (its own bucket or key prefix) for
-// each subtest; subtests run in parallel.
+// same by construction. An implementation's test calls Run, declaring its
+// optional abilities in a Features value, with a constructor that returns a
+// fresh, isolated store (its own bucket or key prefix) for each subtest;
+// subtests run in parallel.
 package statetest
 
 import (
@@ -56,14 +57,30 @@ const terminalTTL = time.Second
 // t.Cleanup. Store and Catalog may be the same value.
 type NewStoreFunc func(t *testing.T) (taskstate.Store, taskstate.Catalog)
 
-// Run runs the whole contract suite as parallel subtests of t.
-func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
+// Features declares which optional abilities of the taskstate seam the
+// stores newStore returns have. The suite holds an implementation to its
+// declaration both ways: a declared ability is tested, and one left out
+// must be absent (its type assertion on the Store must fail), so a store
+// that gains or loses an ability without saying so fails instead of
+// being skipped.
+type Features struct {
+	// Sessions: the Store implements taskstate.Sessions (2025-11-25
+	// protocol sessions; the front end needs it).
+	Sessions bool
+	// Blobs: the Store implements taskstate.Blobs (payloads kept out of
+	// line).
+	Blobs bool
+	// Feed: the Store implements taskstate.Feed (one stream of every
+	// record's changes).
+	Feed bool
+}
+
+// Run runs the whole contract suite as parallel subtests of t: the tests
+// of every Store and Catalog, and those of each ability f declares.
+func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	o := opts.withDefaults()
-	s := &suite{newStore: newStore, opts: o}
-	tests := []struct {
-		name string
-		fn   func(*testing.T, *env)
-	}{
+	s := &suite{newStore: newStore, opts: o, features: f}
+	tests := []stateTest{
 		{"CreateGetRoundTrip", s.createGetRoundTrip},
 		{"CreateDuplicate", s.createDuplicate},
 		{"CreateInvalidID", s.createInvalidID},
@@ -95,11 +112,7 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"ScanActiveAndAll", s.scanActiveAndAll},
 		{"ScanStops", s.scanStops},
 		{"DeleteTerminal", s.deleteTerminal},
-		{"Feed", s.feed},
-		{"SessionRoundTrip", s.sessionRoundTrip},
-		{"SessionUnknown", s.sessionUnknown},
-		{"SessionDelete", s.sessionDelete},
-		{"SessionExpiry", s.sessionExpiry},
+		{"Features", s.declaredFeatures},
 		{"CatalogRoundTrip", s.catalogRoundTrip},
 		{"CatalogSorted", s.catalogSorted},
 		{"CatalogRepublish", s.catalogRepublish},
@@ -108,9 +121,22 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 		{"CatalogKindsDistinct", s.catalogKindsDistinct},
 		{"CatalogExpiry", s.catalogExpiry},
 		{"CatalogRemove", s.catalogRemove},
-		{"BlobRoundTrip", s.blobRoundTrip},
-		{"BlobExpiry", s.blobExpiry},
-		{"BlobDelete", s.blobDelete},
+	}
+	if f.Feed {
+		tests = append(tests, stateTest{"Feed", s.feed})
+	}
+	if f.Sessions {
+		tests = append(tests,
+			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
+			stateTest{"SessionUnknown", s.sessionUnknown},
+			stateTest{"SessionDelete", s.sessionDelete},
+			stateTest{"SessionExpiry", s.sessionExpiry})
+	}
+	if f.Blobs {
+		tests = append(tests,
+			stateTest{"BlobRoundTrip", s.blobRoundTrip},
+			stateTest{"BlobExpiry", s.blobExpiry},
+			stateTest{"BlobDelete", s.blobDelete})
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,9 +152,40 @@ func Run(t *testing.T, newStore NewStoreFunc, opts *Options) {
 	}
 }
 
+type stateTest struct {
+	name string
+	fn   func(*testing.T, *env)
+}
+
 type suite struct {
 	newStore NewStoreFunc
 	opts     Options
+	features Features
+}
+
+// declaredFeatures: the store has exactly the optional abilities the
+// Features declare.
+func (s *suite) declaredFeatures(t *testing.T, e *env) {
+	for _, a := range []struct {
+		name      string
+		want, has bool
+	}{
+		{"taskstate.Sessions", s.features.Sessions, is[taskstate.Sessions](e.store)},
+		{"taskstate.Blobs", s.features.Blobs, is[taskstate.Blobs](e.store)},
+		{"taskstate.Feed", s.features.Feed, is[taskstate.Feed](e.store)},
+	} {
+		switch {
+		case a.want && !a.has:
+			t.Errorf("Features declare %s, but %T does not implement it", a.name, e.store)
+		case !a.want && a.has:
+			t.Errorf("%T implements %s, which its Features do not declare", e.store, a.name)
+		}
+	}
+}
+
+func is[I any](v any) bool {
+	_, ok := v.(I)
+	return ok
 }
 
 type env struct {
@@ -1027,11 +1084,7 @@ func (s *suite) listTerminalTTL(t *testing.T, e *env) {
 
 func (e *env) sessions(t *testing.T) taskstate.Sessions {
 	t.Helper()
-	ss, ok := e.store.(taskstate.Sessions)
-	if !ok {
-		t.Fatalf("%T does not implement taskstate.Sessions", e.store)
-	}
-	return ss
+	return e.store.(taskstate.Sessions) // Features.Sessions
 }
 
 func newSession() *taskstate.Session {

@@ -31,6 +31,8 @@ var implSuffixes = []string{
 	"taskstate/natskv",
 	"broker/asynqbroker",
 	"taskstate/redisstate",
+	"broker/membroker",
+	"taskstate/memstate",
 }
 
 // mayNameImpls are the only places whose non-test code may import an

@@ -9,6 +9,7 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -110,6 +111,18 @@ type ToolRoute struct {
 	// handed out and not yet settled (a GPU tool one at a time while other
 	// tools use the remaining slots). 0: only Slots bounds it.
 	MaxConcurrency int
+}
+
+// Settings is the lease and delivery bound of route r's jobs under o: the
+// route's own, else the consumer's, else the defaults (30s, 5 deliveries).
+// No bound (a negative setting) is -1.
+func (o ConsumerOptions) Settings(r ToolRoute) (lease time.Duration, maxDeliveries int) {
+	lease = cmp.Or(max(r.Lease, 0), max(o.Lease, 0), 30*time.Second)
+	maxDeliveries = cmp.Or(r.MaxDeliveries, o.MaxDeliveries, 5)
+	if maxDeliveries < 0 {
+		maxDeliveries = -1
+	}
+	return lease, maxDeliveries
 }
 
 // CheckRoutes validates opts.Tools: at least one, each named, no name twice,

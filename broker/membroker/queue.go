@@ -176,24 +176,10 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if err := broker.CheckRoutes(opts); err != nil {
 		return nil, fmt.Errorf("membroker: %w", err)
 	}
-	lease := opts.Lease
-	if lease <= 0 {
-		lease = 30 * time.Second
-	}
-	max := opts.MaxDeliveries
-	if max == 0 {
-		max = 5
-	}
 	c := &consumer{q: q, slots: opts.Slots, routes: map[string]route{}, inFlight: map[string]int{}}
 	for _, r := range opts.Tools {
-		rt := route{lease: r.Lease, max: r.MaxDeliveries, concurrency: r.MaxConcurrency}
-		if rt.lease == 0 {
-			rt.lease = lease
-		}
-		if rt.max == 0 {
-			rt.max = max
-		}
-		c.routes[r.Tool] = rt
+		lease, max := opts.Settings(r)
+		c.routes[r.Tool] = route{lease: lease, max: max, concurrency: r.MaxConcurrency}
 	}
 	return c, nil
 }

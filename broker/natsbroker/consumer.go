@@ -27,29 +27,10 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if err := broker.CheckRoutes(opts); err != nil {
 		return nil, fmt.Errorf("natsbroker: %w", err)
 	}
-	lease := opts.Lease
-	if lease <= 0 {
-		lease = 30 * time.Second
-	}
-	maxDeliver := opts.MaxDeliveries
-	switch {
-	case maxDeliver == 0:
-		maxDeliver = 5
-	case maxDeliver < 0:
-		maxDeliver = -1
-	}
 	c := &consumer{slots: opts.Slots, wake: make(chan struct{})}
 	for _, r := range opts.Tools {
+		lease, maxDeliver := opts.Settings(r) // -1 is JetStream's no bound too
 		rt := &route{tool: r.Tool, lease: lease, max: maxDeliver, limit: r.MaxConcurrency}
-		if r.Lease > 0 {
-			rt.lease = r.Lease
-		}
-		switch {
-		case r.MaxDeliveries > 0:
-			rt.max = r.MaxDeliveries
-		case r.MaxDeliveries < 0:
-			rt.max = -1 // JetStream: no bound
-		}
 		var cons jetstream.Consumer
 		err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
 			cons, err = q.ensureConsumer(ctx, rt)

@@ -119,6 +119,31 @@ func (q *Queue) Holds(ctx context.Context, route, taskID, dedupe string) (bool, 
 	return ok, nil
 }
 
+// Settled waits until the queue holds no job under the dedupe key (see
+// broker.Job.DedupeKey): it was acked or terminated, or used up its
+// deliveries. A test calls it to know a worker is done with a job. It
+// returns ctx's error if ctx ends first.
+func (q *Queue) Settled(ctx context.Context, dedupe string) error {
+	for {
+		now := time.Now()
+		q.mu.Lock()
+		q.expireLocked(now)
+		_, held := q.jobs[dedupe]
+		var wake time.Time
+		if e := q.jobs[dedupe]; held && e.holder != nil {
+			wake = e.holder.expires
+		}
+		changed := q.changed
+		q.mu.Unlock()
+		if !held {
+			return nil
+		}
+		if err := wait(ctx, changed, wake, now); err != nil {
+			return err
+		}
+	}
+}
+
 // Depth implements broker.Depth.
 func (q *Queue) Depth(ctx context.Context, tools []string) (map[string]broker.ToolDepth, error) {
 	q.mu.Lock()

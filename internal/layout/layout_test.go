@@ -1,7 +1,8 @@
 // Package layout_test enforces the package layout — which package may import
 // which: the seam packages broker and taskstate import only the standard
 // library, an implementation only its seam, the layers point inward, only
-// cmd/, backend and integration name an implementation, and only gosdk (and
+// cmd/, backend and integration name an implementation (consumer/consumertest
+// only the in-memory ones), and only gosdk (and
 // users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
 // docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
 // (non-test files only, for the current platform) and fails with the
@@ -38,6 +39,15 @@ var implSuffixes = []string{
 // mayNameImpls are the only places whose non-test code may import an
 // implementation: binaries, the wiring they share, and end-to-end tests.
 var mayNameImpls = []string{"cmd", "backend", "integration"}
+
+// mayNameMemory are the packages that may name only the in-memory
+// implementations: the test harness a handler author runs the real worker
+// over in a unit test (consumer/consumertest). Nothing there reaches a
+// real broker or store.
+var mayNameMemory = []string{"consumer/consumertest"}
+
+// memoryImpls are the in-memory implementations, for unit tests only.
+var memoryImpls = []string{"broker/membroker", "taskstate/memstate"}
 
 // goSDK is the official Go MCP SDK. Only the adapter package gosdk and
 // users' code (examples, end-to-end tests) may depend on it: the queue's own
@@ -184,9 +194,10 @@ func check(g graph) []string {
 		for _, d := range mayNameImpls {
 			allowed = allowed || under(p, d)
 		}
+		memoryOnly := slices.Contains(mayNameMemory, p)
 		if !allowed {
 			for _, imp := range g[p] {
-				if r, ok := rel(imp); ok && isImpl(r) {
+				if r, ok := rel(imp); ok && isImpl(r) && !(memoryOnly && slices.Contains(memoryImpls, r)) {
 					bad = append(bad, fmt.Sprintf("%s imports the concrete implementation %s; only cmd/, backend and integration/ may name one", p, imp))
 				}
 			}
@@ -312,27 +323,28 @@ func TestRulesCatchViolations(t *testing.T) {
 	t.Parallel()
 	m := func(p string) string { return module + "/" + p }
 	g := graph{
-		"broker":               {"context", "github.com/nats-io/nats.go"},
-		"taskstate":            {"time", m("broker")},
-		"broker/natsbroker":    {m("broker"), m("taskstate/natskv")},
-		"broker/asynqbroker":   {m("broker")},
-		"taskstate/natskv":     {m("taskstate")},
-		"taskstate/redisstate": {m("taskstate"), m("internal/redissub")},
-		"internal/redissub":    {"context", m("broker/natsbroker")},
-		"taskstate/statetest":  {m("taskstate")},
-		"producer":             {m("broker"), m("taskstate"), m("producer/internal/x")},
-		"producer/internal/x":  {m("consumer")},
-		"consumer":             {m("mcpfront")},
-		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("backend")},
-		"backend":              {m("broker/natsbroker"), m("taskstate/redisstate")},
-		"cmd/api":              {m("backend"), m("broker/natsbroker")},
-		"integration":          {m("taskstate/natskv")},
-		"examples/demo":        {m("broker/asynqbroker")},
-		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
-		"gosdk":                {m("bridge"), goSDK + "/mcp"},
-		"bridge":               {m("consumer"), goSDK + "/jsonrpc"},
-		"worker":               {m("consumer"), m("gosdk")},
-		"examples/gosdk":       {m("gosdk"), goSDK + "/mcp"},
+		"broker":                {"context", "github.com/nats-io/nats.go"},
+		"taskstate":             {"time", m("broker")},
+		"broker/natsbroker":     {m("broker"), m("taskstate/natskv")},
+		"broker/asynqbroker":    {m("broker")},
+		"taskstate/natskv":      {m("taskstate")},
+		"taskstate/redisstate":  {m("taskstate"), m("internal/redissub")},
+		"internal/redissub":     {"context", m("broker/natsbroker")},
+		"taskstate/statetest":   {m("taskstate")},
+		"producer":              {m("broker"), m("taskstate"), m("producer/internal/x")},
+		"producer/internal/x":   {m("consumer")},
+		"consumer":              {m("mcpfront")},
+		"mcpfront":              {m("producer"), m("taskstate/natskv"), m("backend")},
+		"backend":               {m("broker/natsbroker"), m("taskstate/redisstate")},
+		"cmd/api":               {m("backend"), m("broker/natsbroker")},
+		"integration":           {m("taskstate/natskv")},
+		"examples/demo":         {m("broker/asynqbroker")},
+		"telemetry":             {m("broker"), m("taskstate"), m("producer")},
+		"gosdk":                 {m("bridge"), goSDK + "/mcp"},
+		"bridge":                {m("consumer"), goSDK + "/jsonrpc"},
+		"worker":                {m("consumer"), m("gosdk")},
+		"examples/gosdk":        {m("gosdk"), goSDK + "/mcp"},
+		"consumer/consumertest": {m("consumer"), m("broker/membroker"), m("taskstate/memstate"), m("broker/natsbroker")},
 	}
 	got := strings.Join(check(g), "\n")
 	for _, want := range []string{
@@ -354,12 +366,13 @@ func TestRulesCatchViolations(t *testing.T) {
 		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
 		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
 		"worker reaches go-sdk through gosdk: worker → gosdk",
+		"consumer/consumertest imports the concrete implementation " + m("broker/natsbroker"),
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "implementation " + m("broker/membroker"), "implementation " + m("taskstate/memstate")} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

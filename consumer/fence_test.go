@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -30,22 +31,7 @@ func (e *env) jobs(t *testing.T) uint64 {
 // stop returns once every delivery it took has been processed.
 func (e *env) worker(t *testing.T, mux *consumer.Mux, bus broker.Bus, cfg consumer.Config) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := consumer.New(e.queue, e.store, e.store, bus, &cfg)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx, mux) }()
-	var stopped bool
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunWorker(t, consumer.New(e.queue, e.store, e.store, bus, &cfg), mux)
 }
 
 // takeOver does to the record what another worker's take does: the next

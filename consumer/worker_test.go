@@ -14,7 +14,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
@@ -33,24 +33,11 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	name := natstest.Name(t)
-	ctx := context.Background()
-	cfg := &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", BusPrefix: name + ".bus", Memory: true}
-	q, err := natsbroker.NewQueue(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	bus := natsbroker.NewBus(nc, cfg)
+	n := testenv.StartNATS(t)
+	s := n.Connect(t)
 	return &env{
-		queue: q, bus: bus, store: st, prod: producer.New(st, producer.QueueExecutor{Queue: q, Bus: bus}, nil),
-		js: js, stream: cfg.Stream, deafBus: natsbroker.NewBus(nc, &natsbroker.Config{BusPrefix: name + ".deaf"}),
+		queue: s.Queue, bus: s.Bus, store: s.Store, prod: producer.New(s.Store, producer.QueueExecutor{Queue: s.Queue, Bus: s.Bus}, nil),
+		js: s.JS, stream: n.Broker.Stream, deafBus: natsbroker.NewBus(s.Conn, &natsbroker.Config{BusPrefix: n.Name + ".deaf"}),
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
@@ -59,17 +59,7 @@ func (r *recorder) cancelled() []string {
 // newStore returns a natskv store on its own buckets of a fresh embedded server.
 func newStore(t *testing.T) *natskv.Store {
 	t.Helper()
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	name := natstest.Name(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	st, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-	if err != nil {
-		t.Fatalf("natskv.New: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	return st
+	return testenv.StartNATS(t).Connect(t).Store
 }
 
 var clock = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)

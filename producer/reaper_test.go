@@ -10,12 +10,10 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
-	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
 	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 )
 
@@ -31,19 +29,8 @@ type reapEnv struct {
 func reapBackends(t *testing.T, run func(t *testing.T, e *reapEnv)) {
 	t.Run("nats", func(t *testing.T) {
 		t.Parallel()
-		srv := natstest.Start(t)
-		_, js := srv.Connect(t)
-		name := natstest.Name(t)
-		q, err := natsbroker.NewQueue(t.Context(), js, &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", Memory: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		run(t, newReapEnv(t, st, q))
+		s := testenv.StartNATS(t).Connect(t)
+		run(t, newReapEnv(t, s.Store, s.Queue))
 	})
 	t.Run("redis", func(t *testing.T) {
 		t.Parallel()

@@ -2,7 +2,7 @@
 // which: the seam packages broker and taskstate import only the standard
 // library, an implementation only its seam, the layers point inward, only
 // cmd/, backend and integration name an implementation (consumer/consumertest
-// only the in-memory ones), and only gosdk (and
+// only the in-memory ones, internal/testenv for _test files only), and only gosdk (and
 // users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
 // docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
 // (non-test files only, for the current platform) and fails with the
@@ -39,6 +39,11 @@ var implSuffixes = []string{
 // mayNameImpls are the only places whose non-test code may import an
 // implementation: binaries, the wiring they share, and end-to-end tests.
 var mayNameImpls = []string{"cmd", "backend", "integration"}
+
+// testHelpers name implementations too, but serve _test files only: no
+// non-test code may import them (checked below), so they never reach a
+// binary or a library.
+var testHelpers = []string{"internal/testenv"}
 
 // mayNameMemory are the packages that may name only the in-memory
 // implementations: the test harness a handler author runs the real worker
@@ -194,6 +199,12 @@ func check(g graph) []string {
 		for _, d := range mayNameImpls {
 			allowed = allowed || under(p, d)
 		}
+		allowed = allowed || slices.Contains(testHelpers, p)
+		for _, imp := range g[p] {
+			if r, ok := rel(imp); ok && slices.Contains(testHelpers, r) {
+				bad = append(bad, fmt.Sprintf("%s imports the test helper %s; only _test files may", p, imp))
+			}
+		}
 		memoryOnly := slices.Contains(mayNameMemory, p)
 		if !allowed {
 			for _, imp := range g[p] {
@@ -345,6 +356,8 @@ func TestRulesCatchViolations(t *testing.T) {
 		"worker":                {m("consumer"), m("gosdk")},
 		"examples/gosdk":        {m("gosdk"), goSDK + "/mcp"},
 		"consumer/consumertest": {m("consumer"), m("broker/membroker"), m("taskstate/memstate"), m("broker/natsbroker")},
+		"internal/testenv":      {m("broker/natsbroker"), m("taskstate/natskv")},
+		"console":               {m("internal/testenv")},
 	}
 	got := strings.Join(check(g), "\n")
 	for _, want := range []string{
@@ -367,12 +380,13 @@ func TestRulesCatchViolations(t *testing.T) {
 		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
 		"worker reaches go-sdk through gosdk: worker → gosdk",
 		"consumer/consumertest imports the concrete implementation " + m("broker/natsbroker"),
+		"console imports the test helper " + m("internal/testenv") + "; only _test files may",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "implementation " + m("broker/membroker"), "implementation " + m("taskstate/memstate")} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "implementation " + m("broker/membroker"), "implementation " + m("taskstate/memstate"), "internal/testenv imports"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -20,13 +20,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpqueue/mcpqueue/backend"
-	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
-	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
@@ -61,27 +59,8 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 	}))
 	t.Cleanup(callee.Close)
 
-	srv := natstest.Start(t)
-	name := natstest.Name(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	bcfg := &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", BusPrefix: name + ".bus", Memory: true}
-	kcfg := &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true}
-	connect := func() (*natsbroker.Queue, *natskv.Store, *natsbroker.Bus) {
-		nc, js := srv.Connect(t)
-		q, err := natsbroker.NewQueue(ctx, js, bcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := natskv.New(ctx, js, kcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return q, st, natsbroker.NewBus(nc, bcfg)
-	}
-
-	wq, wst, wbus := connect()
+	n := testenv.StartNATS(t)
+	ws := n.Connect(t) // the worker's connection; the front end has its own
 	mux := consumer.NewMux()
 	consumer.Handle(mux, consumer.Tool{Name: "echo", Description: "echoes text"},
 		func(ctx context.Context, c *consumer.Call[struct {
@@ -105,33 +84,17 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 			c.Logger().Info().Msg("handler log line")
 			return consumer.TextResult("ok"), nil
 		})
-	w := consumer.New(wq, wst, wst, wbus, &consumer.Config{Concurrency: 2, ShutdownGrace: 100 * time.Millisecond, Telemetry: tel, Logger: log.With().Str("service", "worker").Logger()})
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx, mux) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case err := <-done:
-		t.Fatalf("worker Run: %v", err)
-	}
+	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{Concurrency: 2, ShutdownGrace: 100 * time.Millisecond, Telemetry: tel, Logger: log.With().Str("service", "worker").Logger()})
+	testenv.RunWorker(t, w, mux)
 
-	fq, fst, fbus := connect()
+	fs := n.Connect(t)
+	fq, fst, fbus := fs.Queue, fs.Store, fs.Bus
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{Telemetry: tel, Logger: log.With().Str("service", "api").Logger()})
 	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{StateKey: []byte("k"), Telemetry: tel, InlineWait: -1}) // the test follows a task
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
-	// The worker published its tools before Ready; the front end reads
-	// them through its own connection.
-	harness.Eventually(t, 10*time.Second, func() (bool, string) {
-		_, err := fst.Tool(ctx, "echo")
-		return err == nil, fmt.Sprint("echo not in the catalog: ", err)
-	})
+	// The front end reads the worker's tools through its own connection.
+	testenv.WaitTools(t, fst, mux)
 	return &tracedSystem{url: hs.URL, spans: spans, tp: tp, logs: logs, calls: calls}
 }
 

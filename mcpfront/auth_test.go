@@ -14,16 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/broker"
-	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -66,7 +64,7 @@ type authEnv struct {
 	js         jetstream.JetStream
 	store      *natskv.Store // the front end's store
 	jobsStream string
-	taskStream string
+	front      *testenv.Seams // the front end's connection
 	iss        *authtest.Issuer
 	hs256Key   []byte // tokens are HS256 with this key, not from iss's JWKS
 	auth       *auth.Authenticator
@@ -117,45 +115,18 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := natstest.Start(t)
-	name := natstest.Name(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	bcfg := &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", BusPrefix: name + ".bus", Memory: true}
-	kcfg := &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true}
-	seams := func() (*nats.Conn, jetstream.JetStream, *natsbroker.Queue, *natskv.Store) {
-		nc, js := srv.Connect(t)
-		q, err := natsbroker.NewQueue(ctx, js, bcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := natskv.New(ctx, js, kcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = st.Close() })
-		return nc, js, q, st
-	}
-
+	n := testenv.StartNATS(t)
 	// The lease is long and tasks never park, so that no renewal or park
 	// writes a record during a test: "A's record is untouched" compares
 	// revisions.
-	wnc, _, wq, wst := seams()
-	w := consumer.New(wq, wst, wst, natsbroker.NewBus(wnc, bcfg), &consumer.Config{
+	ws := n.Connect(t) // the worker's connection and seams
+	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
 		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker", ParkAfter: -1,
 	})
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx, authTools()) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
-	})
+	testenv.RunWorker(t, w, authTools())
 
-	fnc, fjs, fq, fst := seams()
-	fbus := natsbroker.NewBus(fnc, bcfg)
+	fs := n.Connect(t) // the front end's
+	fjs, fq, fst, fbus := fs.JS, fs.Queue, fs.Store, fs.Bus
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
 	logs := &authLogBuffer{}
 	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{
@@ -163,47 +134,18 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	})
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
-	select {
-	case <-w.Ready():
-	case <-ctx.Done():
-		t.Fatal("the worker never published its tools")
-	}
-	for _, tool := range authTools().Tools() {
-		for {
-			if _, err := fst.Tool(ctx, tool.Name); err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("tool %s never reached the front end's catalog", tool.Name)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	testenv.WaitTools(t, fst, authTools())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	return &authEnv{
-		url: hs.URL, handler: front, js: fjs, store: fst, jobsStream: bcfg.Stream, taskStream: "KV_" + kcfg.TaskBucket,
+		url: hs.URL, handler: front, js: fjs, store: fst, jobsStream: n.Broker.Stream, front: fs,
 		iss: iss, hs256Key: hs256Key, auth: a, scopes: scopes, logs: logs, client: client,
 	}
 }
 
 // counts returns how many messages were ever written to the job stream and
 // the task bucket: equal counts mean nothing was enqueued or written.
-func (ae *authEnv) counts(t *testing.T) (jobs, records uint64) {
-	t.Helper()
-	last := func(name string) uint64 {
-		s, err := ae.js.Stream(t.Context(), name)
-		if err != nil {
-			t.Fatalf("stream %s: %v", name, err)
-		}
-		info, err := s.Info(t.Context())
-		if err != nil {
-			t.Fatalf("stream %s info: %v", name, err)
-		}
-		return info.State.LastSeq
-	}
-	return last(ae.jobsStream), last(ae.taskStream)
-}
+func (ae *authEnv) counts(t *testing.T) (jobs, records uint64) { return ae.front.Counts(t) }
 
 // token is a valid access token for sub.
 func (ae *authEnv) token(t *testing.T, sub string) string {

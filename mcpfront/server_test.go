@@ -20,9 +20,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -112,9 +111,8 @@ type env struct {
 	url        string
 	handler    http.Handler // the front end itself, for calls without HTTP
 	js         jetstream.JetStream
-	store      *natskv.Store // the front end's store
-	jobsStream string
-	taskStream string
+	store      *natskv.Store  // the front end's store
+	front      *testenv.Seams // the front end's connection
 	taskBucket string
 }
 
@@ -174,38 +172,11 @@ func (e *env) waitRecord(t *testing.T, tool string, cond func(*taskstate.Task) b
 // process would have) and the front end behind an httptest server.
 func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	t.Helper()
-	srv := natstest.Start(t)
-	name := natstest.Name(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	bcfg := &natsbroker.Config{Stream: name + "_JOBS", Subject: name + ".jobs", BusPrefix: name + ".bus", Memory: true}
-	kcfg := &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true}
-
-	// Worker side.
-	wnc, wjs := srv.Connect(t)
-	wq, err := natsbroker.NewQueue(ctx, wjs, bcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wst, err := natskv.New(ctx, wjs, kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = wst.Close() })
-
-	// Front-end side.
-	fnc, fjs := srv.Connect(t)
-	fq, err := natsbroker.NewQueue(ctx, fjs, bcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fst, err := natskv.New(ctx, fjs, kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = fst.Close() })
-	fbus := natsbroker.NewBus(fnc, bcfg)
-	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
+	n := testenv.StartNATS(t)
+	ws := n.Connect(t) // the worker's connection and seams
+	fs := n.Connect(t) // the front end's
+	fst, fbus := fs.Store, fs.Bus
+	prod := producer.New(fst, producer.QueueExecutor{Queue: fs.Queue, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
 	fcfg := &mcpfront.Config{
 		Name: "mcpfront-test", Version: "9.9.9",
 		SyncTimeout: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
@@ -221,58 +192,23 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	// whole bucket. A slot per route (tools, prompt, resources,
 	// completions) keeps a pull open on each, so no job waits for the
 	// worker's sweep of the routes it has no pull on.
-	w := consumer.New(wq, wst, wst, natsbroker.NewBus(wnc, bcfg), &consumer.Config{
+	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
 		Concurrency: 16, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
 	})
-	wctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx, testTools()) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("worker Run: %v", err)
-		}
-	})
+	testenv.RunWorker(t, w, testTools())
 
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
 
-	e := &env{url: hs.URL, handler: front, js: fjs, store: fst, jobsStream: bcfg.Stream, taskStream: "KV_" + kcfg.TaskBucket, taskBucket: kcfg.TaskBucket}
-	// The worker publishes its catalog when it starts; wait until the front
-	// end sees every tool.
-	deadline := time.Now().Add(10 * time.Second)
-	for _, tool := range testTools().Tools() {
-		for {
-			if _, err := fst.Tool(ctx, tool.Key()); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("tool %s never reached the front end's catalog", tool.Name)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	e := &env{url: hs.URL, handler: front, js: fs.JS, store: fst, front: fs, taskBucket: n.KV.TaskBucket}
+	testenv.WaitTools(t, fst, testTools())
 	return e
 }
 
 // counts returns how many messages were ever written to the job stream and
 // to the task bucket. Equal counts before and after a request mean it
 // enqueued nothing and changed no record.
-func (e *env) counts(t *testing.T) (jobs, records uint64) {
-	t.Helper()
-	last := func(name string) uint64 {
-		s, err := e.js.Stream(t.Context(), name)
-		if err != nil {
-			t.Fatalf("stream %s: %v", name, err)
-		}
-		info, err := s.Info(t.Context())
-		if err != nil {
-			t.Fatalf("stream %s info: %v", name, err)
-		}
-		return info.State.LastSeq
-	}
-	return last(e.jobsStream), last(e.taskStream)
-}
+func (e *env) counts(t *testing.T) (jobs, records uint64) { return e.front.Counts(t) }
 
 // ---- building and sending requests ----
 

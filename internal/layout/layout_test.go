@@ -1,8 +1,7 @@
 // Package layout_test enforces the package layout — which package may import
 // which: the seam packages broker and taskstate import only the standard
 // library, an implementation only its seam, the layers point inward, only
-// cmd/, backend and integration name an implementation (consumer/consumertest
-// only the in-memory ones, internal/testenv for _test files only), and only gosdk (and
+// cmd/, backend and integration name an implementation, and only gosdk (and
 // users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
 // docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
 // (non-test files only, for the current platform) and fails with the
@@ -334,30 +333,27 @@ func TestRulesCatchViolations(t *testing.T) {
 	t.Parallel()
 	m := func(p string) string { return module + "/" + p }
 	g := graph{
-		"broker":                {"context", "github.com/nats-io/nats.go"},
-		"taskstate":             {"time", m("broker")},
-		"broker/natsbroker":     {m("broker"), m("taskstate/natskv")},
-		"broker/asynqbroker":    {m("broker")},
-		"taskstate/natskv":      {m("taskstate")},
-		"taskstate/redisstate":  {m("taskstate"), m("internal/redissub")},
-		"internal/redissub":     {"context", m("broker/natsbroker")},
-		"taskstate/statetest":   {m("taskstate")},
-		"producer":              {m("broker"), m("taskstate"), m("producer/internal/x")},
-		"producer/internal/x":   {m("consumer")},
-		"consumer":              {m("mcpfront")},
-		"mcpfront":              {m("producer"), m("taskstate/natskv"), m("backend")},
-		"backend":               {m("broker/natsbroker"), m("taskstate/redisstate")},
-		"cmd/api":               {m("backend"), m("broker/natsbroker")},
-		"integration":           {m("taskstate/natskv")},
-		"examples/demo":         {m("broker/asynqbroker")},
-		"telemetry":             {m("broker"), m("taskstate"), m("producer")},
-		"gosdk":                 {m("bridge"), goSDK + "/mcp"},
-		"bridge":                {m("consumer"), goSDK + "/jsonrpc"},
-		"worker":                {m("consumer"), m("gosdk")},
-		"examples/gosdk":        {m("gosdk"), goSDK + "/mcp"},
-		"consumer/consumertest": {m("consumer"), m("broker/membroker"), m("taskstate/memstate"), m("broker/natsbroker")},
-		"internal/testenv":      {m("broker/natsbroker"), m("taskstate/natskv")},
-		"console":               {m("internal/testenv")},
+		"broker":               {"context", "github.com/nats-io/nats.go"},
+		"taskstate":            {"time", m("broker")},
+		"broker/natsbroker":    {m("broker"), m("taskstate/natskv")},
+		"broker/asynqbroker":   {m("broker")},
+		"taskstate/natskv":     {m("taskstate")},
+		"taskstate/redisstate": {m("taskstate"), m("internal/redissub")},
+		"internal/redissub":    {"context", m("broker/natsbroker")},
+		"taskstate/statetest":  {m("taskstate")},
+		"producer":             {m("broker"), m("taskstate"), m("producer/internal/x")},
+		"producer/internal/x":  {m("consumer")},
+		"consumer":             {m("mcpfront")},
+		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("backend")},
+		"backend":              {m("broker/natsbroker"), m("taskstate/redisstate")},
+		"cmd/api":              {m("backend"), m("broker/natsbroker")},
+		"integration":          {m("taskstate/natskv")},
+		"examples/demo":        {m("broker/asynqbroker")},
+		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
+		"gosdk":                {m("bridge"), goSDK + "/mcp"},
+		"bridge":               {m("consumer"), goSDK + "/jsonrpc"},
+		"worker":               {m("consumer"), m("gosdk")},
+		"examples/gosdk":       {m("gosdk"), goSDK + "/mcp"},
 	}
 	got := strings.Join(check(g), "\n")
 	for _, want := range []string{
@@ -379,6 +375,30 @@ func TestRulesCatchViolations(t *testing.T) {
 		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
 		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
 		"worker reaches go-sdk through gosdk: worker → gosdk",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing violation %q; got:\n%s", want, got)
+		}
+	}
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
+		if strings.Contains(got, fine) {
+			t.Errorf("allowed import reported (%q):\n%s", fine, got)
+		}
+	}
+}
+
+// TestNarrowExceptions: consumer/consumertest may name the in-memory
+// implementations and no other; internal/testenv may name any, and no
+// non-test code may import it.
+func TestNarrowExceptions(t *testing.T) {
+	t.Parallel()
+	m := func(p string) string { return module + "/" + p }
+	got := strings.Join(check(graph{
+		"consumer/consumertest": {m("consumer"), m("broker/membroker"), m("taskstate/memstate"), m("broker/natsbroker")},
+		"internal/testenv":      {m("broker/natsbroker"), m("taskstate/natskv")},
+		"console":               {m("internal/testenv")},
+	}), "\n")
+	for _, want := range []string{
 		"consumer/consumertest imports the concrete implementation " + m("broker/natsbroker"),
 		"console imports the test helper " + m("internal/testenv") + "; only _test files may",
 	} {
@@ -386,7 +406,7 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "implementation " + m("broker/membroker"), "implementation " + m("taskstate/memstate"), "internal/testenv imports"} {
+	for _, fine := range []string{"implementation " + m("broker/membroker"), "implementation " + m("taskstate/memstate"), "internal/testenv imports"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -16,14 +16,7 @@ import (
 // jobs is how many jobs the stream holds (acked jobs leave it).
 func (e *env) jobs(t *testing.T) uint64 {
 	t.Helper()
-	st, err := e.js.Stream(context.Background(), e.stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, info := testenv.Stream(t, e.js, e.stream)
 	return info.State.Msgs
 }
 

@@ -370,14 +370,7 @@ func TestAuthPrincipalOnTaskAndJob(t *testing.T) {
 // holds it unacknowledged, so it is still there).
 func (ae *authEnv) jobOf(t *testing.T, id string) *broker.Job {
 	t.Helper()
-	s, err := ae.js.Stream(t.Context(), ae.jobsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, info := testenv.Stream(t, ae.js, ae.jobsStream)
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		msg, err := s.GetMsg(t.Context(), seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -85,18 +85,24 @@ func (n *NATS) Connect(t testing.TB) *Seams {
 // enqueued nothing and changed no record.
 func (s *Seams) Counts(t testing.TB) (jobs, records uint64) {
 	t.Helper()
-	last := func(name string) uint64 {
-		st, err := s.JS.Stream(t.Context(), name)
-		if err != nil {
-			t.Fatalf("stream %s: %v", name, err)
-		}
-		info, err := st.Info(t.Context())
-		if err != nil {
-			t.Fatalf("stream %s info: %v", name, err)
-		}
-		return info.State.LastSeq
+	_, jobInfo := Stream(t, s.JS, s.n.Broker.Stream)
+	_, taskInfo := Stream(t, s.JS, "KV_"+s.n.KV.TaskBucket)
+	return jobInfo.State.LastSeq, taskInfo.State.LastSeq
+}
+
+// Stream returns the stream name and its state now, failing t if there is
+// none.
+func Stream(t testing.TB, js jetstream.JetStream, name string) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
+	st, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
 	}
-	return last(s.n.Broker.Stream), last("KV_" + s.n.KV.TaskBucket)
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatalf("stream %s info: %v", name, err)
+	}
+	return st, info
 }
 
 // RunWorker runs w with mux until stop is called or t ends, whichever

@@ -87,10 +87,11 @@ type ReadFileArgs struct {
 // result whose isError is true and whose text is the error's message. Any
 // other error fails the task with a JSON-RPC error instead.
 //
-// That result is written by the worker that runs the handler, so it cannot be
-// shown here without a broker. What the error itself shows is below: its
-// message is the cause's (the result's text), it wraps the cause for
-// errors.Is, and ToolError(nil) is nil, so it can wrap any error result.
+// That result is written by the worker that runs the handler; the
+// consumertest package's ExampleHarness_Call_toolError shows it without a
+// broker. What the error itself shows is below: its message is the cause's
+// (the result's text), it wraps the cause for errors.Is, and ToolError(nil)
+// is nil, so it can wrap any error result.
 func ExampleToolError() {
 	read := func(ctx context.Context, c *consumer.Call[ReadFileArgs]) (*consumer.Result, error) {
 		b, err := os.ReadFile(c.Args.Path)

@@ -213,7 +213,7 @@ func (c *callState) Progress(ctx context.Context, progress, total float64, messa
 			t.StatusMessage = message
 			return nil
 		})
-		if err != nil && err != taskstate.ErrSkip {
+		if err != nil && !errors.Is(err, taskstate.ErrSkip) {
 			return fmt.Errorf("consumer: progress: %w", err)
 		}
 	}

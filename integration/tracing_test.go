@@ -395,7 +395,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func hasAttr(sp tracetest.SpanStub, key, value string) bool {
 	for _, a := range sp.Attributes {
-		if string(a.Key) == key && a.Value.Emit() == value {
+		if string(a.Key) == key && a.Value.String() == value {
 			return true
 		}
 	}

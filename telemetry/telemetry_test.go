@@ -239,7 +239,7 @@ func TestRequestAttributesBaggageAndLogFields(t *testing.T) {
 	for i, w := range want {
 		attrs := map[string]string{}
 		for _, a := range got[i].Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		for k, v := range w {
 			if attrs[k] != v {

@@ -384,7 +384,7 @@ func (c *consumer) process(ctx context.Context, l *lane, t *asynq.Task) error {
 		extend:  make(chan struct{}, 1),
 	}
 	if err := json.Unmarshal(t.Payload(), &d.job); err != nil {
-		return fmt.Errorf("asynqbroker: undecodable job: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("asynqbroker: undecodable job: %w: %w", err, asynq.SkipRetry)
 	}
 	// Asynq dequeues whenever the server has a free handler, wanted or
 	// not; a job that no Next claims within a lease goes back to the queue

@@ -71,6 +71,7 @@ func (s *Store) index(ctx context.Context, t *taskstate.Task, ttl time.Duration)
 	return nil
 }
 
+// List pages through the owner's records: taskstate.Store.
 func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskstate.Task, string, error) {
 	if owner == "" {
 		return nil, "", nil
@@ -139,6 +140,7 @@ func (s *Store) unindex(ctx context.Context, k string, minAge time.Duration) {
 // Sessions (taskstate.Sessions) live in their own bucket, whose MaxAge is the
 // session lifetime.
 
+// PutSession stores the session: taskstate.Sessions.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 	if !taskstate.ValidID(sess.ID) {
 		return fmt.Errorf("natskv: session: invalid id %q", sess.ID)
@@ -153,6 +155,7 @@ func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 	return nil
 }
 
+// Session reads a session (ErrNotFound if absent or expired): taskstate.Sessions.
 func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
@@ -171,6 +174,7 @@ func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, err
 	return &sess, nil
 }
 
+// DeleteSession removes a session (nil if absent): taskstate.Sessions.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if !taskstate.ValidID(id) {
 		return nil

@@ -244,6 +244,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Create stores a new record (ErrExists if the id is taken): taskstate.Store.
 func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return fmt.Errorf("natskv: create: invalid task id %q", t.ID)
@@ -271,6 +272,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	return nil
 }
 
+// Get reads the record (ErrNotFound if absent): taskstate.Store.
 func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
@@ -285,6 +287,7 @@ func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	return taskstate.Decode(e.Value(), e.Revision())
 }
 
+// Update writes the record if its Revision is still the stored one (ErrConflict otherwise): taskstate.Store.
 func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return taskstate.ErrNotFound

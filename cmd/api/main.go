@@ -298,7 +298,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	defer backend.FlushSpans(flush, log)
 	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
 	tel := b.Telemetry(reg, tp)
-	tel.WatchQueue(b.Queue, catalogRoutes(b.Catalog))
+	tel.WatchQueue(b.QueueDepth(), catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 
 	var wg sync.WaitGroup

@@ -41,7 +41,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/examples/demo"
+	"github.com/mcpqueue/mcpqueue/internal/demo"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"

@@ -398,7 +398,7 @@ func TestRulesCatchViolations(t *testing.T) {
 	}
 }
 
-// TestPlantedViolations takes the module's base graph, which must be clean,
+// TestPlantedViolations takes the module's real graph, which must be clean,
 // adds one offending import at a time, and expects check to report it by
 // name: the rules hold for the packages as they are, not only for a made-up
 // module.

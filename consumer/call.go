@@ -109,7 +109,11 @@ func (c *callState) write(ctx context.Context, decide func(*taskstate.Task) erro
 		}
 		return decide(t)
 	})
-	end(err)
+	if errors.Is(err, taskstate.ErrSkip) {
+		end(nil) // nothing to change is not a failed write
+	} else {
+		end(err)
+	}
 	if err == nil && take != nil {
 		c.mu.Lock()
 		c.takeDue = nil

@@ -1,5 +1,7 @@
-// Package demo holds the example tools that `go run ./cmd/api` and
-// cmd/worker serve: small, but each shows one thing a handler can do.
+// Package demo holds the demo tools that `go run ./cmd/api` and cmd/worker
+// serve: small, but each shows one thing a handler can do. It is internal
+// because the binaries register it and nothing may import examples/; the
+// examples users copy from are under examples/.
 package demo
 
 import (
@@ -77,7 +79,7 @@ func Register(mux *consumer.Mux) {
 		for i := 1; i <= c.Args.Pages; i++ {
 			// A span of the handler's own, from the global tracer: it joins
 			// the task's trace (worker.Run sets the global provider).
-			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/examples/demo").Start(ctx, "render page",
+			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/internal/demo").Start(ctx, "render page",
 				trace.WithAttributes(attribute.Int("page", i)))
 			err := sleep(ctx, 200*time.Millisecond)
 			span.End()

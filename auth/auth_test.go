@@ -70,7 +70,7 @@ func TestErrorAndChallenge(t *testing.T) {
 		if tc.sentinel != nil && !errors.Is(tc.err, tc.sentinel) {
 			t.Errorf("%v does not match %v", tc.err, tc.sentinel)
 		}
-		if e, ok := tc.err.(*auth.Error); ok && e.Err != nil && !errors.Is(tc.err, e.Err) {
+		if e := (*auth.Error)(nil); errors.As(tc.err, &e) && e.Err != nil && !errors.Is(tc.err, e.Err) {
 			t.Errorf("%v lost its cause", tc.err)
 		}
 		if got := auth.Challenge(tc.err, tc.scopes, md); got != tc.want {

@@ -63,3 +63,43 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 	})
 	run(n + 1) // and still takes jobs
 }
+
+// A consumer of many tools pays for a job about one dequeue on Redis, not
+// one per tool: Asynq's processor runs its dequeue script on every queue in
+// turn until one has a job, and the sieve answers for the empty ones.
+func TestSieveSavesRoundTrips(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, redistest.Client(t), &asynqbroker.Config{BusyPollInterval: 2 * time.Millisecond})
+	ctx := t.Context()
+	const nTools, n = 40, 10
+	var names []string
+	for i := range nTools {
+		names = append(names, fmt.Sprintf("t%02d", i))
+	}
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools(names...), Lease: time.Minute, Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		job := &broker.Job{TaskID: fmt.Sprintf("SIEVE%021d", i), Tool: names[(i*7)%nTools]}
+		if err := q.Enqueue(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		d := next(t, cons)
+		if d.Job().TaskID != job.TaskID {
+			t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run, answered := asynqbroker.Dequeues(cons)
+	// Each job is one dequeue that finds it; a look at the lists may
+	// precede by a moment a job still being enqueued, or a paced server's
+	// last dequeue, so allow a few more. Without the sieve a job costs
+	// about nTools/2 dequeues, and every empty poll nTools.
+	if run < n || run > 3*n || answered < n*nTools/4 {
+		t.Fatalf("%d jobs of a consumer of %d tools: %d dequeue scripts run on Redis, %d answered by the sieve; want %d to %d run, at least %d answered",
+			n, nTools, run, answered, n, 3*n, n*nTools/4)
+	}
+}

@@ -36,17 +36,7 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 	}
 	run := func(i int) {
 		t.Helper()
-		job := &broker.Job{TaskID: fmt.Sprintf("PACE%022d", i), Tool: "t"}
-		if err := q.Enqueue(ctx, job); err != nil {
-			t.Fatal(err)
-		}
-		d := next(t, cons)
-		if d.Job().TaskID != job.TaskID {
-			t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		enqueueTake(t, q, cons, &broker.Job{TaskID: fmt.Sprintf("PACE%022d", i), Tool: "t"})
 	}
 	run(0) // picked up at the idle poll
 	const n = 10
@@ -81,17 +71,7 @@ func TestSieveSavesRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range n {
-		job := &broker.Job{TaskID: fmt.Sprintf("SIEVE%021d", i), Tool: names[(i*7)%nTools]}
-		if err := q.Enqueue(ctx, job); err != nil {
-			t.Fatal(err)
-		}
-		d := next(t, cons)
-		if d.Job().TaskID != job.TaskID {
-			t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		enqueueTake(t, q, cons, &broker.Job{TaskID: fmt.Sprintf("SIEVE%021d", i), Tool: names[(i*7)%nTools]})
 	}
 	run, answered := asynqbroker.Dequeues(cons)
 	// Each job is one dequeue that finds it; a look at the lists may
@@ -101,5 +81,20 @@ func TestSieveSavesRoundTrips(t *testing.T) {
 	if run < n || run > 3*n || answered < n*nTools/4 {
 		t.Fatalf("%d jobs of a consumer of %d tools: %d dequeue scripts run on Redis, %d answered by the sieve; want %d to %d run, at least %d answered",
 			n, nTools, run, answered, n, 3*n, n*nTools/4)
+	}
+}
+
+// enqueueTake enqueues job, takes it from cons and acks it.
+func enqueueTake(t *testing.T, q *asynqbroker.Queue, cons broker.Consumer, job *broker.Job) {
+	t.Helper()
+	if err := q.Enqueue(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, cons)
+	if d.Job().TaskID != job.TaskID {
+		t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
+	}
+	if err := d.Ack(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -124,6 +124,7 @@ type consumer struct {
 	mu       sync.Mutex
 	rr       int           // round-robin cursor for ties
 	sweeping bool          // a Next checks the tools no pull covers
+	sweptAt  time.Time     // when it last did
 	wake     chan struct{} // closed (and replaced) when a capped tool frees a place
 }
 
@@ -136,21 +137,39 @@ type route struct {
 	max   int
 	limit int // MaxConcurrency; 0: none
 
-	pulls int    // open pull requests, each of which may deliver one job
-	held  int    // deliveries handed out and not settled (nor lapsed)
-	hint  uint64 // jobs pending after the last delivery: more work likely
+	pulls   int       // open pull requests, each of which may deliver one job
+	held    int       // deliveries handed out and not settled (nor lapsed)
+	hint    uint64    // jobs pending after the last delivery: more work likely
+	lastOut time.Time // of the last delivery
 }
+
+// hotFor is how long a tool stays hot after a delivery (see pick).
+const hotFor = time.Second
+
+// hot reports whether r had work lately: jobs pending after its last
+// delivery, or a delivery within hotFor.
+func (r *route) hot(now time.Time) bool { return r.hint > 0 || now.Sub(r.lastOut) < hotFor }
 
 // open reports whether one more pull may be opened on r.
 func (r *route) open() bool { return r.limit <= 0 || r.pulls+r.held < r.limit }
 
 // pick chooses the tool to pull from next and counts the pull as open:
-// a tool with pending work first, then the one with the fewest open pulls;
-// ties go round robin. nil when every tool is at its MaxConcurrency.
+// a tool with pending work first, then a hot one, then the one with the
+// fewest open pulls; ties go round robin. nil when every tool is at its
+// MaxConcurrency. So while some tool is hot, waiting slots pull from hot
+// tools only and the others are left to the sweep: a slot parked in a pull
+// on an idle tool is a slot the busy one lacks (with one pull per tool, a
+// worker of 44 tools and 64 slots ran its busy tool on the 20 left over),
+// and an idle tool then costs its sweep, not a slot per tool. While none is,
+// every tool gets a pull in turn, as many as there are waiting slots.
 func (c *consumer) pick() *route {
+	now := time.Now()
 	better := func(r, than *route) bool {
 		if (r.hint > 0) != (than.hint > 0) {
 			return r.hint > 0
+		}
+		if r.hot(now) != than.hot(now) {
+			return r.hot(now)
 		}
 		return r.pulls < than.pulls
 	}
@@ -171,9 +190,12 @@ func (c *consumer) pick() *route {
 	return best
 }
 
-// sweep reports whether the calling Next is to check the tools no pull
-// covers (and returns them): one Next at a time does, while there are such
-// tools. was says whether the caller held the role until now.
+// sweep reports whether the calling Next is the sweeper, the one Next at a
+// time that checks the tools no pull covers while there are such tools
+// (was: the caller held the role until now), and returns those tools when
+// they are due: sweepEvery after the last sweep, whichever Next made it, so
+// that under load, when the role passes from Next to Next, idle tools cost
+// a sweep every sweepEvery and not one per job.
 func (c *consumer) sweep(was bool) ([]*route, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -187,7 +209,11 @@ func (c *consumer) sweep(was bool) ([]*route, bool) {
 		}
 	}
 	c.sweeping = len(out) > 0
-	return out, c.sweeping
+	if now := time.Now(); now.Sub(c.sweptAt) >= sweepEvery {
+		c.sweptAt = now
+		return out, c.sweeping
+	}
+	return nil, c.sweeping
 }
 
 func (c *consumer) endSweep() {
@@ -223,6 +249,7 @@ func (c *consumer) done(r *route, got jetstream.Msg) (*delivery, error) {
 	case derr == nil:
 		r.held++
 		r.hint = d.pending
+		r.lastOut = time.Now()
 	}
 	return d, derr
 }
@@ -266,8 +293,9 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 		wait := pullWait
 		var bare []*route
 		if bare, sweeper = c.sweep(sweeper); sweeper {
-			// More tools than waiting slots: check the uncovered ones
-			// without waiting, and come back to them soon.
+			// Tools no pull covers (more tools than waiting slots, or
+			// idle ones while another is hot): check them without
+			// waiting when due, and come back to them soon.
 			for _, r := range bare {
 				if !c.opened(r) {
 					continue

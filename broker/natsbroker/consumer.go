@@ -38,7 +38,7 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	case maxDeliver < 0:
 		maxDeliver = -1
 	}
-	c := &consumer{slots: opts.Slots, wake: make(chan struct{})}
+	c := &consumer{slots: opts.Slots, wake: make(chan struct{}), signal: make(chan struct{}, 1), nc: q.js.Conn(), names: q.cfg.names()}
 	for _, r := range opts.Tools {
 		rt := &route{tool: r.Tool, lease: lease, max: maxDeliver, limit: r.MaxConcurrency}
 		if r.Lease > 0 {
@@ -61,6 +61,14 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		rt.c = cons
 		c.routes = append(c.routes, rt)
 	}
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ended = true
+		for _, r := range c.routes {
+			r.listen(c, false)
+		}
+	})
 	return c, nil
 }
 
@@ -123,6 +131,10 @@ type consumer struct {
 
 	mu       sync.Mutex
 	rr       int           // round-robin cursor for ties
+	signal   chan struct{} // cap 1: an idle tool got a job (see route.listen)
+	nc       *nats.Conn
+	names    Names
+	ended    bool          // the ctx of Consumer ended: no more signals
 	sweeping bool          // a Next checks the tools no pull covers
 	sweptAt  time.Time     // when it last did
 	wake     chan struct{} // closed (and replaced) when a capped tool frees a place
@@ -141,6 +153,32 @@ type route struct {
 	held    int       // deliveries handed out and not settled (nor lapsed)
 	hint    uint64    // jobs pending after the last delivery: more work likely
 	lastOut time.Time // of the last delivery
+	sub     *nats.Subscription
+}
+
+// listen subscribes to r's job subjects (on, unless the consumer's ctx has
+// ended) or unsubscribes. A job published on a tool that is not hot marks
+// the tool as having pending work and wakes the sweeper (see watch): with a
+// hot tool taking the waiting slots' pulls, a job of an idle tool is then
+// fetched at once instead of at the next sweep. A tool that delivered
+// within hotFor has pulls open, so it does not listen: its jobs would cost
+// every worker of the pool a copy each. c.mu is held.
+func (r *route) listen(c *consumer, on bool) {
+	switch {
+	case on && r.sub == nil && !c.ended:
+		r.sub, _ = c.nc.Subscribe(c.names.ToolSubjects(r.tool), func(*nats.Msg) {
+			c.mu.Lock()
+			r.hint = max(r.hint, 1)
+			c.mu.Unlock()
+			select {
+			case c.signal <- struct{}{}:
+			default:
+			}
+		})
+	case !on && r.sub != nil:
+		_ = r.sub.Unsubscribe()
+		r.sub = nil
+	}
 }
 
 // hotFor is how long a tool stays hot after a delivery (see pick).
@@ -179,6 +217,7 @@ func (c *consumer) pick() *route {
 	n := len(c.routes)
 	for i := range n {
 		r := c.routes[(c.rr+i)%n]
+		r.listen(c, now.Sub(r.lastOut) >= hotFor)
 		if r.open() && (best == nil || better(r, best)) {
 			best = r
 		}
@@ -264,6 +303,34 @@ func (c *consumer) settled(r *route) {
 	c.mu.Unlock()
 }
 
+// watch lets the sweeper wait for a signal from an idle tool (or the next
+// sweep) instead of pulling on r, the tool pick chose for it, when other
+// slots have pulls open (they pull on r, or will once their pull on an idle
+// tool expires) and r has no jobs known to be pending: one slot then serves
+// the idle tools at once and the others the hot one. It reports whether it
+// waited; if so the pull pick counted on r is closed.
+func (c *consumer) watch(ctx context.Context, r *route) bool {
+	c.mu.Lock()
+	pulls := 0
+	for _, o := range c.routes {
+		pulls += o.pulls
+	}
+	if r.hint > 0 || pulls < 2 {
+		c.mu.Unlock()
+		return false
+	}
+	r.pulls--
+	c.mu.Unlock()
+	t := time.NewTimer(sweepEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-c.signal:
+	case <-t.C:
+	}
+	return true
+}
+
 func (c *consumer) waitPlace(ctx context.Context) error {
 	c.mu.Lock()
 	w := c.wake
@@ -311,6 +378,9 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 			if err := c.waitPlace(ctx); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		if sweeper && c.watch(ctx, r) {
 			continue
 		}
 		if dl, ok := ctx.Deadline(); ok {

@@ -1,6 +1,7 @@
 package asynqbroker
 
 import (
+	"errors"
 	"context"
 	"math"
 	"strings"
@@ -143,7 +144,7 @@ func (s *sieve) ran(keys []string, cmd *redis.Cmd) {
 		s.dequeues++
 	}
 	switch err := cmd.Err(); {
-	case dequeue != "" && err == redis.Nil:
+	case dequeue != "" && errors.Is(err, redis.Nil):
 		s.pending[dequeue] = 0
 	case dequeue != "" && err == nil && s.pending[dequeue] > 0:
 		s.pending[dequeue]--
@@ -192,7 +193,7 @@ func (s *sieve) lookDelayedLocked(ctx context.Context) {
 	for i, k := range keys {
 		z, cerr := cmds[i].Result()
 		switch {
-		case err != nil && err != redis.Nil || cerr != nil && cerr != redis.Nil:
+		case err != nil && !errors.Is(err, redis.Nil) || cerr != nil && !errors.Is(cerr, redis.Nil):
 			s.due[k] = math.Inf(-1)
 		case len(z) == 0:
 			s.due[k] = math.Inf(1)

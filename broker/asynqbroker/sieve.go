@@ -1,8 +1,8 @@
 package asynqbroker
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"math"
 	"strings"
 	"sync"

@@ -79,7 +79,9 @@ func Start(ctx context.Context, mux *consumer.Mux, cfg *consumer.Config) (*Harne
 		return nil, fmt.Errorf("consumertest: the worker did not start: %w", err)
 	case <-ctx.Done():
 		stop()
-		<-h.done
+		if err := <-h.done; err != nil {
+			return nil, fmt.Errorf("consumertest: the worker did not start: %w", err)
+		}
 		return nil, ctx.Err()
 	}
 }

@@ -27,9 +27,9 @@ type request struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   json.RawMessage `json:"error,omitempty"`
 
-	// Where checkBody found the members (fields.go), when they came from
+	// Where checkBody found the members (body.go), when they came from
 	// there; nil when encoding/json decoded the request.
-	spans *fieldSpans
+	spans *bodyInfo
 	body  []byte
 }
 

@@ -39,11 +39,11 @@ func (s *Server) checkSizes(method string, info *bodyInfo) *rpcError {
 	default:
 		return nil
 	}
-	if int64(info.argsLen) > s.cfg.MaxArgs && method != "tasks/update" {
-		return invalidParams(fmt.Sprintf("invalid params: the arguments are %d bytes, over the limit of %d bytes (--max-args)", info.argsLen, s.cfg.MaxArgs))
+	if int64(info.argsLen()) > s.cfg.MaxArgs && method != "tasks/update" {
+		return invalidParams(fmt.Sprintf("invalid params: the arguments are %d bytes, over the limit of %d bytes (--max-args)", info.argsLen(), s.cfg.MaxArgs))
 	}
-	if info.inputKeys > s.cfg.MaxInputKeys {
-		return invalidParams(fmt.Sprintf("invalid params: inputResponses has %d keys; at most %d are accepted", info.inputKeys, s.cfg.MaxInputKeys))
+	if info.inputKeys() > s.cfg.MaxInputKeys {
+		return invalidParams(fmt.Sprintf("invalid params: inputResponses has %d keys; at most %d are accepted", info.inputKeys(), s.cfg.MaxInputKeys))
 	}
 	return nil
 }

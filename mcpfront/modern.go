@@ -107,7 +107,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) {
 	var p modernParams
 	if req.spans != nil && req.spans.modernParams(req.body, &p) {
-		// decoded from checkBody's notes (fields.go)
+		// decoded from checkBody's notes (body.go)
 	} else if len(req.Params) > 0 {
 		p = modernParams{}
 		if err := json.Unmarshal(req.Params, &p); err != nil {

@@ -280,18 +280,17 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
 		return
 	}
-	info, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
+	info, id, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
 	if berr != nil {
-		id := json.RawMessage(berr.id)
 		if len(id) > 0 && !validID(id) {
 			id = nil
 		}
-		writeError(w, id, errorf(berr.code, http.StatusBadRequest, berr.msg))
+		writeError(w, id, berr)
 		return
 	}
 	var req request
-	if info.f.decodeRequest(body, &req) {
-		// decoded from checkBody's notes (fields.go)
+	if info.decodeRequest(body, &req) {
+		// decoded from checkBody's notes (body.go)
 	} else if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message

@@ -5,6 +5,8 @@ import (
 	"net/http"
 
 	"github.com/mcpqueue/mcpqueue/internal/jsonscan"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // checkBody reads every request body once, before anything decodes it
@@ -52,7 +54,7 @@ const (
 )
 
 // spanMeta are the _meta entries noted, from slot metaFirst on.
-var spanMeta = []string{metaVersion, metaClientCaps, "progressToken", "traceparent", "tracestate", metaLogLevel}
+var spanMeta = []string{metaVersion, metaClientCaps, vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState, metaLogLevel}
 
 // requestSchema is the shape of a request body.
 var requestSchema = jsonscan.NewSchema(&jsonscan.Object{
@@ -103,7 +105,7 @@ func checkBody(body []byte, maxDepth int) (bodyInfo, json.RawMessage, *rpcError)
 		return bodyInfo{res}, nil, nil
 	}
 	if err.Syntax {
-		return bodyInfo{}, nil, errorf(codeParse, http.StatusBadRequest, "parse error: "+err.What)
+		return bodyInfo{}, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "parse error: "+err.What)
 	}
 	msg := "invalid request: " + err.What
 	if err.Path != "" {
@@ -113,7 +115,7 @@ func checkBody(body []byte, maxDepth int) (bodyInfo, json.RawMessage, *rpcError)
 	if v := res.Spans[envID].In(body); len(v) > 0 && v[0] != '{' && v[0] != '[' && !(err.Path == "" && jsonscan.EqualFold(err.Key, "id")) {
 		id = v
 	}
-	return bodyInfo{}, id, errorf(codeInvalidRequest, http.StatusBadRequest, msg)
+	return bodyInfo{}, id, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, msg)
 }
 
 // decodeRequest fills req from the spans checkBody noted in body, or

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // checkSpans compares what body.go reads off checkBody's notes with what
@@ -90,16 +92,16 @@ func TestCheckBodyRefusals(t *testing.T) {
 		msg  string
 		id   string
 	}{
-		{body: ``, code: codeParse, msg: "parse error: empty body"},
-		{body: `{"id":1,"a":tru}`, code: codeParse, msg: "parse error: invalid character"},
-		{body: `{"id":1,"a":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, code: codeInvalidRequest, msg: "invalid request: nesting deeper than 64", id: "1"},
-		{body: `{"id":7,"method":"a","method":"b"}`, code: codeInvalidRequest, msg: `invalid request: duplicate key "method"`, id: "7"},
-		{body: `{"id":7,"id":8,"method":"a"}`, code: codeInvalidRequest, msg: `invalid request: duplicate key "id"`},
-		{body: `{"id":7,"ID":8}`, code: codeInvalidRequest, msg: `differs only in case`},
-		{body: `{"id":{"a":1},"method":"a","method":"b"}`, code: codeInvalidRequest, msg: `duplicate key "method"`},
-		{body: `{"id":"x","params":{"name":"a","name":"b"}}`, code: codeInvalidRequest, msg: `invalid request: duplicate key "name" in params`, id: `"x"`},
-		{body: `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call"}`, code: codeInvalidRequest, msg: `invalid request: key "METHOD" must be spelled "method"`, id: "1"},
-		{body: `{"params":{"arguments":{"list":[{},{"k":1,"k":2}]}},"id":3}`, code: codeInvalidRequest, msg: `invalid request: duplicate key "k" in params.arguments.list[1]`},
+		{body: ``, code: vocab.CodeParseError, msg: "parse error: empty body"},
+		{body: `{"id":1,"a":tru}`, code: vocab.CodeParseError, msg: "parse error: invalid character"},
+		{body: `{"id":1,"a":` + strings.Repeat("[", 65) + strings.Repeat("]", 65) + `}`, code: vocab.CodeInvalidRequest, msg: "invalid request: nesting deeper than 64", id: "1"},
+		{body: `{"id":7,"method":"a","method":"b"}`, code: vocab.CodeInvalidRequest, msg: `invalid request: duplicate key "method"`, id: "7"},
+		{body: `{"id":7,"id":8,"method":"a"}`, code: vocab.CodeInvalidRequest, msg: `invalid request: duplicate key "id"`},
+		{body: `{"id":7,"ID":8}`, code: vocab.CodeInvalidRequest, msg: `differs only in case`},
+		{body: `{"id":{"a":1},"method":"a","method":"b"}`, code: vocab.CodeInvalidRequest, msg: `duplicate key "method"`},
+		{body: `{"id":"x","params":{"name":"a","name":"b"}}`, code: vocab.CodeInvalidRequest, msg: `invalid request: duplicate key "name" in params`, id: `"x"`},
+		{body: `{"jsonrpc":"2.0","id":1,"METHOD":"tools/call"}`, code: vocab.CodeInvalidRequest, msg: `invalid request: key "METHOD" must be spelled "method"`, id: "1"},
+		{body: `{"params":{"arguments":{"list":[{},{"k":1,"k":2}]}},"id":3}`, code: vocab.CodeInvalidRequest, msg: `invalid request: duplicate key "k" in params.arguments.list[1]`},
 	} {
 		_, id, err := checkBody([]byte(c.body), defaultMaxDepth)
 		switch {

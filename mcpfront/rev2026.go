@@ -2,28 +2,28 @@ package mcpfront
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
-// The 2026-07-28 revision and its tasks extension.
+// The 2026-07-28 revision and its tasks extension: no session, every request
+// carries its version and client capabilities in _meta (decodeModern). The
+// methods are rev2026Methods; the task methods are in tasks.go, the header
+// rules in headers.go.
 const (
 	version2026         = "2026-07-28"
 	tasksExtension      = "io.modelcontextprotocol/tasks"
 	metaVersion         = "io.modelcontextprotocol/protocolVersion"
 	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
 	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
-	headerVersion       = "MCP-Protocol-Version"
-	headerMethod        = "Mcp-Method"
-	headerName          = "Mcp-Name"
 	discoverTTLMs       = 3600000
 	listTTLMs           = 5000 // tools come and go with workers: cache briefly
 	resultComplete      = "complete"
@@ -54,6 +54,29 @@ type clientCaps struct {
 	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
+// rev2026Methods are the 2026-07-28 methods.
+var rev2026Methods = methods[*call]{
+	"server/discover": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+		writeResult(w, c.req.ID, s.discover(s.catalogCapabilities(ctx, false)))
+	},
+	"tools/list":   (*Server).toolsList,
+	"tools/call":   (*Server).toolsCall,
+	"prompts/list": (*Server).promptsList, // prompts.go
+	"prompts/get":  (*Server).promptsGet,
+	"resources/list": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+		s.resourceList(ctx, w, c.req.ID, taskstate.KindResource, true) // resources.go
+	},
+	"resources/templates/list": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+		s.resourceList(ctx, w, c.req.ID, taskstate.KindTemplate, true)
+	},
+	"resources/read":       (*Server).resourcesRead,
+	"completion/complete":  (*Server).complete, // completion.go
+	"tasks/get":            (*Server).tasksGet, // tasks.go
+	"tasks/update":         (*Server).tasksUpdate,
+	"tasks/cancel":         (*Server).tasksCancel,
+	"subscriptions/listen": (*Server).subscriptionsListen, // listen.go
+}
+
 // call is one decoded 2026-07-28 request.
 type call struct {
 	req      *request
@@ -70,35 +93,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	s.count(string(taskstate.Era20260728), req.Method)
-	ctx := r.Context()
-	switch req.Method {
-	case "server/discover":
-		writeResult(w, req.ID, s.discover(s.catalogCapabilities(ctx, false)))
-	case "tools/list":
-		s.toolsList(ctx, w, c)
-	case "tools/call":
-		s.toolsCall(ctx, w, r, c)
-	case "prompts/list":
-		s.promptsList(ctx, w, c)
-	case "prompts/get":
-		s.promptsGet(ctx, w, r, c)
-	case "resources/list", "resources/templates/list": // resources.go
-		s.resourceList(ctx, w, req.ID, resourceListKind(req.Method), true)
-	case "resources/read":
-		s.resourcesRead(ctx, w, r, c)
-	case "completion/complete": // completion.go
-		s.complete(ctx, w, r, c)
-	case "tasks/get":
-		s.tasksGet(ctx, w, c)
-	case "tasks/update":
-		s.tasksUpdate(ctx, w, c)
-	case "tasks/cancel":
-		s.tasksCancel(ctx, w, c)
-	case "subscriptions/listen":
-		s.subscriptionsListen(ctx, w, r, c)
-	default:
-		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: "+clip(req.Method)))
-	}
+	rev2026Methods.serve(s, w, r, req, http.StatusNotFound, c)
 }
 
 // decodeModern checks the envelope every 2026-07-28 request must have: the
@@ -111,39 +106,29 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	} else if len(req.Params) > 0 {
 		p = modernParams{}
 		if err := json.Unmarshal(req.Params, &p); err != nil {
-			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid params: "+err.Error())
+			return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "invalid params: "+err.Error())
 		}
 	}
 	if req.Method == "initialize" {
-		return nil, errorf(codeMethodNotFound, http.StatusNotFound, "Method not found: initialize (this server speaks "+version2026+", which has no initialize)").
+		return nil, errorf(vocab.CodeMethodNotFound, http.StatusNotFound, "Method not found: initialize (this server speaks "+version2026+", which has no initialize)").
 			withData(map[string]any{"supported": supportedVersions, "requested": requestedVersion(req.Params)})
 	}
 	var version string
 	if raw, ok := p.Meta[metaVersion]; ok {
 		if err := unmarshalString(raw, &version); err != nil {
-			return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta: "+metaVersion+" must be a string")
+			return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "invalid _meta: "+metaVersion+" must be a string")
 		}
 	}
-	hv := r.Header.Get(headerVersion)
-	switch {
-	case version == "" && hv != "" && hv != version2026:
-		return nil, unsupportedVersion(hv)
-	case version == "":
-		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaVersion)
-	case hv == "":
-		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerVersion+" header")
-	case hv != version:
-		return nil, errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match _meta protocol version %q", headerVersion, hv, version))
-	case version != version2026:
-		return nil, unsupportedVersion(version)
+	if rerr := checkVersionHeader(r, version); rerr != nil {
+		return nil, rerr
 	}
 	rawCaps, ok := p.Meta[metaClientCaps]
 	if !ok {
-		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "missing _meta."+metaClientCaps)
+		return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "missing _meta."+metaClientCaps)
 	}
 	var caps clientCaps
 	if err := json.Unmarshal(rawCaps, &caps); err != nil || string(rawCaps) == "null" {
-		return nil, errorf(codeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": must be an object")
+		return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": must be an object")
 	}
 	if err := checkRoutingHeaders(r, req, &p); err != nil {
 		return nil, err
@@ -154,7 +139,7 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 }
 
 func unsupportedVersion(v string) *rpcError {
-	return errorf(codeUnsupportedVer, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %q", v)).
+	return errorf(vocab.CodeUnsupportedVersion, http.StatusBadRequest, fmt.Sprintf("unsupported protocol version %q", v)).
 		withData(map[string]any{"supported": supportedVersions, "requested": v})
 }
 
@@ -164,61 +149,6 @@ func requestedVersion(params json.RawMessage) string {
 	}
 	_ = json.Unmarshal(params, &p)
 	return p.ProtocolVersion
-}
-
-// checkRoutingHeaders enforces Mcp-Method and Mcp-Name (SEP-2243).
-func checkRoutingHeaders(r *http.Request, req *request, p *modernParams) *rpcError {
-	hm := r.Header.Get(headerMethod)
-	if hm == "" {
-		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerMethod+" header")
-	}
-	if hm != req.Method {
-		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match method %q", headerMethod, hm, req.Method))
-	}
-	var field string
-	var raw json.RawMessage
-	switch req.Method {
-	case "tools/call", "prompts/get":
-		field, raw = "name", p.Name
-	case "resources/read":
-		field, raw = "uri", p.URI
-	case "tasks/get", "tasks/update", "tasks/cancel":
-		field, raw = "taskId", p.TaskID
-	default:
-		return nil
-	}
-	var want string
-	if raw != nil {
-		if err := unmarshalString(raw, &want); err != nil {
-			return errorf(codeInvalidParams, http.StatusOK, fmt.Sprintf("invalid params: %q must be a string", field))
-		}
-	}
-	values := r.Header.Values(headerName)
-	if len(values) == 0 {
-		return errorf(codeHeaderMismatch, http.StatusBadRequest, "missing "+headerName+" header")
-	}
-	got := decodeHeaderValue(values[0])
-	for _, v := range values[1:] {
-		if decodeHeaderValue(v) != got {
-			return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("conflicting %s headers", headerName))
-		}
-	}
-	if got != want {
-		return errorf(codeHeaderMismatch, http.StatusBadRequest, fmt.Sprintf("%s header %q does not match params.%s %q", headerName, got, field, want))
-	}
-	return nil
-}
-
-// decodeHeaderValue undoes the =?base64?…?= wrapping of non-ASCII values.
-func decodeHeaderValue(v string) string {
-	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
-				return string(b)
-			}
-		}
-	}
-	return v
 }
 
 func (s *Server) serverInfo() map[string]any {
@@ -264,7 +194,7 @@ type wireTool struct {
 	Annotations  json.RawMessage `json:"annotations,omitempty"`
 }
 
-func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, c *call) {
+func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
 	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
 	if !ok {
 		return
@@ -299,7 +229,7 @@ func toWireTool(t *taskstate.ToolInfo) wireTool {
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {
 	s.log.Error().Err(err).Msg(what)
-	writeError(w, id, errorf(codeInternal, http.StatusInternalServerError, "internal error: "+what))
+	writeError(w, id, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: "+what))
 }
 
 // callParams types the tools/call and prompts/get fields decoded with the envelope.
@@ -346,7 +276,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		return
 	}
 	if tool.TaskSupport == taskstate.TaskRequired && !c.tasksExt {
-		writeError(w, c.req.ID, errorf(codeMissingCapability, http.StatusBadRequest,
+		writeError(w, c.req.ID, errorf(vocab.CodeMissingCapability, http.StatusBadRequest,
 			fmt.Sprintf("tool %q runs only as a task; declare the %s extension in _meta.%s", p.Name, tasksExtension, metaClientCaps)).
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}))
 		return
@@ -412,7 +342,7 @@ func (s *Server) lookupTool(ctx context.Context, name string) (*taskstate.ToolIn
 	}
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading the tool catalog")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the tool catalog")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the tool catalog")
 	}
 	return tool, nil
 }
@@ -436,185 +366,19 @@ func (s *Server) checkArgs(tool *taskstate.ToolInfo, args json.RawMessage) map[s
 // answers gathered so far.
 func jobMeta(meta map[string]json.RawMessage, answers map[string]json.RawMessage) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
-	for _, k := range []string{"progressToken", "traceparent", "tracestate"} {
+	for _, k := range []string{vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState} {
 		if v, ok := meta[k]; ok {
 			out[k] = v
 		}
 	}
 	if v, ok := meta[metaLogLevel]; ok {
-		out["logLevel"] = v
+		out[vocab.MetaLogLevel] = v
 	}
 	if v, ok := meta[metaClientCaps]; ok {
-		out["clientCapabilities"] = v
+		out[vocab.MetaClientCaps] = v
 	}
 	if len(answers) > 0 {
-		out["inputResponses"], _ = json.Marshal(answers)
+		out[vocab.MetaInputResponses], _ = json.Marshal(answers)
 	}
 	return out
-}
-
-type taskParams struct {
-	TaskID         string                     `json:"taskId"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses"`
-}
-
-// taskFor decodes params, checks the extension was declared and loads the
-// task the caller may see. Another principal's task looks exactly like an
-// unknown one.
-func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.Task, *rpcError) {
-	if !c.tasksExt {
-		return nil, nil, errorf(codeMissingCapability, http.StatusBadRequest, c.req.Method+" needs the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
-			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
-	}
-	var p taskParams
-	if c.p.TaskID != nil && unmarshalString(c.p.TaskID, &p.TaskID) != nil {
-		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
-	}
-	if c.p.InputResponses != nil && json.Unmarshal(c.p.InputResponses, &p.InputResponses) != nil {
-		return nil, nil, invalidParams("invalid params: inputResponses must be an object mapping request keys to results")
-	}
-	if p.TaskID == "" {
-		return nil, nil, invalidParams("invalid params: missing taskId")
-	}
-	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
-	return &p, t, rerr
-}
-
-// ownedTask loads a task owner may see; another owner's task gets exactly
-// the answer an unknown id gets. Such a refusal is written to the audit log
-// (method is what was attempted). A finished task read here counts towards
-// its tool's typical duration (poll.go).
-func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*taskstate.Task, *rpcError) {
-	t, err := s.store.Get(ctx, id)
-	if err == nil && t.Owner != owner {
-		s.log.Warn().Bool("audit", true).Str("principal", owner).Str("method", method).Str("task", id).Str("task_owner", t.Owner).
-			Msg("task access denied: the task belongs to another principal")
-	}
-	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != owner {
-		return nil, invalidParams("Task not found: " + clip(id))
-	}
-	if err != nil {
-		s.log.Error().Err(err).Str("task", id).Msg("reading task")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading task")
-	}
-	s.durations.observe(t)
-	return t, nil
-}
-
-func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, c *call) {
-	_, t, rerr := s.taskFor(ctx, c)
-	if rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	if s.streamResult(ctx, w, c.req.ID, t) {
-		return
-	}
-	t, err := s.resolved(ctx, t)
-	if err != nil {
-		s.log.Error().Err(err).Msg("tasks/get")
-		writeError(w, c.req.ID, resultMissing(err))
-		return
-	}
-	writeResult(w, c.req.ID, s.detailedTask(t))
-}
-
-func (s *Server) ack(w http.ResponseWriter, id json.RawMessage) {
-	writeResult(w, id, map[string]any{"resultType": resultComplete, "_meta": s.resultMeta()})
-}
-
-func (s *Server) tasksCancel(ctx context.Context, w http.ResponseWriter, c *call) {
-	p, t, rerr := s.taskFor(ctx, c)
-	if rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	if !t.Status.Terminal() {
-		if _, err := s.prod.Cancel(ctx, p.TaskID, "cancelled by the client"); err != nil && !errors.Is(err, producer.ErrTerminal) {
-			s.internalError(w, c.req.ID, "cancelling the task", err)
-			return
-		}
-	}
-	s.ack(w, c.req.ID)
-}
-
-func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, c *call) {
-	p, t, rerr := s.taskFor(ctx, c)
-	if rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	if p.InputResponses == nil {
-		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object mapping request keys to results"))
-		return
-	}
-	if rerr := s.answerInputs(ctx, t, p.InputResponses, true); rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	s.ack(w, c.req.ID)
-}
-
-// answerInputs stores answers to a task's outstanding input requests (from
-// tasks/update, or a 2025-11-25 client's response): every answer is checked
-// before anything changes; keys not outstanding are ignored. The worker
-// waiting on the task sees them through the record's change feed, on
-// whichever replica this runs.
-func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses map[string]json.RawMessage, validate bool) *rpcError {
-	for k, v := range responses {
-		if !validate {
-			break
-		}
-		raw, open := t.InputRequests[k]
-		if !open {
-			continue
-		}
-		var req struct {
-			Method string `json:"method"`
-		}
-		_ = json.Unmarshal(raw, &req)
-		if err := validateInputResponse(req.Method, v); err != nil {
-			return invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err))
-		}
-	}
-	resume := false
-	t, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
-		resume = false
-		n := 0
-		for k, v := range responses {
-			if _, ok := t.InputRequests[k]; !ok {
-				continue
-			}
-			if t.InputResponses == nil {
-				t.InputResponses = map[string]json.RawMessage{}
-			}
-			t.InputResponses[k] = v
-			delete(t.InputRequests, k)
-			n++
-		}
-		if n == 0 {
-			return taskstate.ErrSkip
-		}
-		if len(t.InputRequests) == 0 && t.Status == taskstate.InputRequired {
-			t.Status = taskstate.Working
-			if t.Parked != nil {
-				// The task waited with no run: this write resumes it
-				// (one writer wins), under a fresh dedupe key.
-				t.Parked = nil
-				t.Requeues++
-				resume = true
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
-		s.log.Error().Err(err).Str("task", t.ID).Msg("storing input responses")
-		return errorf(codeInternal, http.StatusInternalServerError, "internal error: storing input responses")
-	}
-	if resume && err == nil {
-		// The answers are stored: a failed publish is the reaper's to
-		// repeat, not the client's to resend.
-		_ = s.prod.Resume(ctx, t)
-	}
-	return nil
 }

@@ -1,6 +1,6 @@
 // Package layout_test enforces the package layout — which package may import
 // which: the seam packages broker and taskstate import only the standard
-// library, an implementation only its seam, the layers point inward, only
+// library (and the leaf vocab), an implementation only its seam, the layers point inward, only
 // cmd/, backend and integration name an implementation, and only gosdk (and
 // users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
 // docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
@@ -32,6 +32,10 @@ var implSuffixes = []string{
 	"broker/asynqbroker",
 	"taskstate/redisstate",
 }
+
+// vocab is the words every package shares (job meta keys, error codes,
+// the plain-name rule): a leaf any package may import, the seams included.
+const vocab = "vocab"
 
 // mayNameImpls are the only places whose non-test code may import an
 // implementation: binaries, the wiring they share, and end-to-end tests.
@@ -115,10 +119,18 @@ func check(g graph) []string {
 
 	for _, p := range pkgs {
 		switch {
-		// The seam packages are leaves: standard library only.
-		case p == "broker" || p == "taskstate":
+		// The shared vocabulary is a leaf: standard library only.
+		case p == vocab:
 			for _, imp := range g[p] {
 				if !isStd(imp) {
+					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
+				}
+			}
+		// The seam packages are leaves: standard library only (and the
+		// vocabulary, itself a leaf).
+		case p == "broker" || p == "taskstate":
+			for _, imp := range g[p] {
+				if !isStd(imp) && imp != module+"/"+vocab {
 					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
 				}
 			}
@@ -311,7 +323,8 @@ func TestRulesCatchViolations(t *testing.T) {
 	m := func(p string) string { return module + "/" + p }
 	g := graph{
 		"broker":               {"context", "github.com/nats-io/nats.go"},
-		"taskstate":            {"time", m("broker")},
+		"taskstate":            {"time", m("broker"), m("vocab")},
+		"vocab":                {"strings", m("broker")},
 		"broker/natsbroker":    {m("broker"), m("taskstate/natskv")},
 		"broker/asynqbroker":   {m("broker")},
 		"taskstate/natskv":     {m("taskstate")},
@@ -336,6 +349,7 @@ func TestRulesCatchViolations(t *testing.T) {
 	for _, want := range []string{
 		"broker must import only the standard library, but imports github.com/nats-io/nats.go",
 		"taskstate must import only the standard library, but imports " + m("broker"),
+		"vocab must import only the standard library, but imports " + m("broker"),
 		"broker/natsbroker may import from this module only " + m("broker") + " and internal helpers, but imports " + m("taskstate/natskv"),
 		"broker/natsbroker must not reach taskstate/natskv: broker/natsbroker → taskstate/natskv",
 		"taskstate/redisstate must not reach broker: taskstate/redisstate → ",
@@ -357,7 +371,7 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
+	for _, fine := range []string{"imports " + m("vocab"), "cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type env struct {

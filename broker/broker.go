@@ -144,8 +144,10 @@ type Consumer interface {
 // Delivery is one hand-out of a job to a worker.
 type Delivery interface {
 	Job() *Job
-	// Attempt counts deliveries of this job, starting at 1.
-	Attempt() int
+	// Delivered counts deliveries of this job, this one included (1 on the
+	// first). A run of a handler is an attempt (taskstate.Task.Attempt);
+	// a delivery is a hand-out by the queue.
+	Delivered() int
 	// Ack removes the job: it is done, whatever the outcome.
 	Ack(ctx context.Context) error
 	// Retry returns the job to the queue to be delivered again after delay.

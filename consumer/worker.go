@@ -354,9 +354,9 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
-	base, endRun := w.cfg.Telemetry.StartRun(base, job, d.Attempt()) // every write below is in this span
+	base, endRun := w.cfg.Telemetry.StartRun(base, job, d.Delivered()) // every write below is in this span
 	defer endRun()
-	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
+	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
@@ -366,7 +366,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		// Jobs are routed by tool, so this is a guard, not a path: a job
 		// published where this worker's tools go.
 		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 		return
 	}
 	lease := w.lease(e)
@@ -403,7 +403,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	case err != nil:
 		log.Error().Err(err).Msg("reading task record; retrying job")
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 		return
 	case rec.Status.Terminal():
 		log.Debug().Str("status", string(rec.Status)).Msg("task already terminal; acking job")
@@ -426,7 +426,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		args, err := w.readArgs(io, job.ArgumentsRef)
 		if err != nil {
 			log.Error().Err(err).Str("blob", job.ArgumentsRef).Msg("reading the task's arguments; retrying the job")
-			_ = d.Retry(io, backoff(d.Attempt()))
+			_ = d.Retry(io, backoff(d.Delivered()))
 			return
 		}
 		cs.args = args
@@ -461,7 +461,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	var attempt int
 	_, redelivers := d.(broker.Redeliverer)
-	if probe := rec.Clone(); redelivers && d.Attempt() == 1 && job.Dedupe == "" && take(probe) == nil {
+	if probe := rec.Clone(); redelivers && d.Delivered() == 1 && job.Dedupe == "" && take(probe) == nil {
 		// Lazy take: on the first delivery of a task's first job, which
 		// no other run can hold, the take is not written on its own. The
 		// run's first write carries it — for a task that ends within
@@ -496,7 +496,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			return
 		case err != nil:
 			log.Error().Err(err).Msg("taking the lease; retrying job")
-			_ = d.Retry(io, backoff(d.Attempt()))
+			_ = d.Retry(io, backoff(d.Delivered()))
 			return
 		}
 		attempt = rec.Attempt
@@ -583,7 +583,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, d, result, rpcErr) {
 	case finishRetry:
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 	case finishFenced:
 		// As above: another run owns the task and maybe this very job.
 	default:

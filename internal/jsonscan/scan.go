@@ -179,10 +179,10 @@ func (sc *Schema) Check(b []byte, maxDepth int) (Result, *Error) {
 // while the recursion unwinds.
 type scanFailure struct {
 	syntax bool
-	what string // message without the location
-	key  string // the offending key, when a key is the problem
-	path []string
-	deep bool // too deep: the path would only repeat the body
+	what   string // message without the location
+	key    string // the offending key, when a key is the problem
+	path   []string
+	deep   bool // too deep: the path would only repeat the body
 }
 
 func (s *scanner) check(b []byte, maxDepth int, root *Object) (Result, *Error) {

@@ -289,7 +289,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
 		return
 	}
-	s.legacyInline(ctx, w, r, c, req) // legacyinline.go
+	s.legacyInline(ctx, w, r, c, req)
 }
 
 // errNotStarted wraps a failed streamOpts.create.

@@ -269,7 +269,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	tool, rerr := s.lookupTool(ctx, p.Name)
 	if rerr == nil {
-		rerr = s.checkParamHeaders(r, tool, p.Arguments) // SEP-2243, params.go
+		rerr = s.checkParamHeaders(r, tool, p.Arguments) // SEP-2243, headers.go
 	}
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)

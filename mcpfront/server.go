@@ -123,7 +123,7 @@ type Server struct {
 	origins map[string]bool
 
 	schemas      sync.Map // tool name → *compiledSchema
-	headerParams sync.Map // tool name → *headerParams (params.go)
+	headerParams sync.Map // tool name → *headerParams (headers.go)
 	stateKey     []byte
 	sessions     taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
 	requests     *prometheus.CounterVec

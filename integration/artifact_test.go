@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -27,7 +27,7 @@ func TestArtifacts(t *testing.T) {
 			b := harness.Build(t)
 			prefix := authPrefix(t)
 			be := harness.NewBackend(t, b, broker, prefix)
-			iss := authtest.NewIssuer(t, auth.RS256)
+			iss := authtest.NewIssuer(t, jwtauth.RS256)
 			mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--task-ttl", "4s")
 			harness.Worker(t, b.Worker, "worker", be, prefix)
 			s := &system{bins: b, be: be, prefix: prefix, mcpURL: mcpURL}

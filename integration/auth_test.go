@@ -16,8 +16,8 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
-	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -74,7 +74,7 @@ func TestAuthAPITokens(t *testing.T) {
 	b := harness.Build(t)
 	prefix := authPrefix(t)
 	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, auth.RS256)
+	iss := authtest.NewIssuer(t, jwtauth.RS256)
 	scopes := []string{"mcp:tools", "mcp:tasks"}
 	mcpURL, api := harness.API(t, b, be, prefix,
 		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--auth-scopes", "mcp:tools,mcp:tasks")
@@ -133,7 +133,7 @@ func TestAuthAPITokens(t *testing.T) {
 		t.Fatalf("A's task after B's probes: %+v", tk)
 	}
 	api.WaitOutput(t, "task access denied", 5*time.Second)
-	wantB := mcpfront.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
+	wantB := auth.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
 	for _, line := range strings.Split(api.Output(), "\n") {
 		if strings.Contains(line, "task access denied") && (!strings.Contains(line, wantB) || !strings.Contains(line, id)) {
 			t.Errorf("audit line without principal or task: %s", line)
@@ -158,7 +158,7 @@ func must[T any](v T, err error) T {
 func TestAuthAPIStartup(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	iss := authtest.NewIssuer(t, auth.ES256)
+	iss := authtest.NewIssuer(t, jwtauth.ES256)
 
 	refused := func(want string, args ...string) {
 		t.Helper()
@@ -246,7 +246,7 @@ func TestAuthConsoleTenantAdmins(t *testing.T) {
 	b := harness.Build(t)
 	prefix := authPrefix(t)
 	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, auth.RS256)
+	iss := authtest.NewIssuer(t, jwtauth.RS256)
 	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,
 		"--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
 	base := strings.TrimSuffix(mcpURL, "/mcp")

@@ -17,8 +17,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -116,7 +116,7 @@ func consoleBrowser(t *testing.T, path, broker string) {
 	b := harness.Build(t)
 	prefix := authPrefix(t)
 	be := harness.NewBackend(t, b, broker, prefix)
-	iss := authtest.NewIssuer(t, auth.RS256)
+	iss := authtest.NewIssuer(t, jwtauth.RS256)
 	mcpURL, _ := harness.API(t, b, be, prefix,
 		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--console-admins", "ops-admin")
 	worker := harness.Worker(t, b.Worker, "worker", be, prefix)

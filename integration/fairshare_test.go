@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -21,7 +21,7 @@ func TestFairShare(t *testing.T) {
 			b := harness.Build(t)
 			prefix := authPrefix(t)
 			be := harness.NewBackend(t, b, broker, prefix)
-			iss := authtest.NewIssuer(t, auth.RS256)
+			iss := authtest.NewIssuer(t, jwtauth.RS256)
 			mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
 			w := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--concurrency", "4")
 			mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }

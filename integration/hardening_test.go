@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -30,7 +30,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	b := harness.Build(t)
 	prefix := authPrefix(t)
 	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, auth.ES256)
+	iss := authtest.NewIssuer(t, jwtauth.ES256)
 	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,
 		"--body-timeout", timeout.String(), "--idle-timeout", timeout.String())
 	harness.Worker(t, b.Worker, "worker", be, prefix)

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // caller is what a relayed call uses of its consumer.Call.
@@ -128,7 +129,7 @@ func (a *activeCall) ask(m *message) (result json.RawMessage, rerr *wireError, a
 	case err == nil:
 		return answers[0], nil, true
 	case errors.Is(err, consumer.ErrInputRequired), errors.Is(err, consumer.ErrInputTimeout), errors.Is(err, consumer.ErrParked),
-		errors.As(err, &pe) && pe.Code == -32021:
+		errors.As(err, &pe) && pe.Code == vocab.CodeMissingCapability:
 		// The run ends here: the client answers inline and retries, the
 		// answer never came, the task parked to wait for it without a
 		// slot (the call is relayed again from the top when it comes), or
@@ -137,13 +138,13 @@ func (a *activeCall) ask(m *message) (result json.RawMessage, rerr *wireError, a
 		case a.aborted <- err:
 		default:
 		}
-		return nil, &wireError{Code: -32603, Message: "mcpqueue: the call ends: " + err.Error()}, true
+		return nil, &wireError{Code: vocab.CodeInternalError, Message: "mcpqueue: the call ends: " + err.Error()}, true
 	case a.ctx.Err() == nil && ctx.Err() != nil:
 		return nil, nil, false
 	case errors.As(err, &pe):
 		return nil, &wireError{Code: pe.Code, Message: pe.Message}, true
 	default:
-		return nil, &wireError{Code: -32603, Message: err.Error()}, true
+		return nil, &wireError{Code: vocab.CodeInternalError, Message: err.Error()}, true
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Options tune the relay of one server. The zero value of every field but
@@ -307,7 +308,7 @@ func (r *Relay) addPrompt(sub *consumer.Mux, p remotePrompt) (err error) {
 		}
 		var res consumer.PromptResult
 		if err := json.Unmarshal(raw, &res); err != nil {
-			return nil, &consumer.ProtocolError{Code: -32603, Message: fmt.Sprintf("mcp server %q: undecodable prompts/get result: %v", r.opts.Name, err)}
+			return nil, &consumer.ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("mcp server %q: undecodable prompts/get result: %v", r.opts.Name, err)}
 		}
 		return &res, nil
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Conn is one MCP session's message stream: whole JSON-RPC messages, in
@@ -325,13 +326,13 @@ func (s *session) serve(m *message) {
 	case m.Method == "ping":
 		result = json.RawMessage(`{}`)
 	case m.Method == "roots/list" && !s.roots:
-		rerr = &wireError{Code: -32601, Message: "roots are not relayed to this server (the bridge's roots option)"}
+		rerr = &wireError{Code: vocab.CodeMethodNotFound, Message: "roots are not relayed to this server (the bridge's roots option)"}
 	case m.Method == "elicitation/create" || m.Method == "sampling/createMessage" || m.Method == "roots/list":
 		s.mu.Lock()
 		a := s.running
 		s.mu.Unlock()
 		if a == nil {
-			rerr = &wireError{Code: -32603, Message: "mcpqueue relays " + m.Method + " to its client only during a tool call or prompt, and none is running"}
+			rerr = &wireError{Code: vocab.CodeInternalError, Message: "mcpqueue relays " + m.Method + " to its client only during a tool call or prompt, and none is running"}
 			break
 		}
 		var answer bool
@@ -339,7 +340,7 @@ func (s *session) serve(m *message) {
 			return // the server cancelled its request: no answer is due
 		}
 	default:
-		rerr = &wireError{Code: -32601, Message: "method not found: " + m.Method}
+		rerr = &wireError{Code: vocab.CodeMethodNotFound, Message: "method not found: " + m.Method}
 	}
 	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
 	if rerr != nil {

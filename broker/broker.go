@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Job is one tool call to run. Its dedupe key (DedupeKey: Dedupe, or TaskID
@@ -70,8 +72,8 @@ type Queue interface {
 // to have taken, so a long backlog is not flooded with copies.
 type Holder interface {
 	// Holds reports whether a job of the task with the given dedupe key
-	// (see Job.DedupeKey) is still in the queue. tool routes the lookup
-	// for queues that keep tools apart.
+	// (see Job.DedupeKey) is still in the queue. route (the tool's catalog
+	// key) routes the lookup for queues that keep tools apart.
 	Holds(ctx context.Context, route, taskID, dedupe string) (bool, error)
 }
 
@@ -155,8 +157,10 @@ type Consumer interface {
 // Delivery is one hand-out of a job to a worker.
 type Delivery interface {
 	Job() *Job
-	// Attempt counts deliveries of this job, starting at 1.
-	Attempt() int
+	// Delivered counts deliveries of this job, this one included (1 on the
+	// first). A run of a handler is an attempt (taskstate.Task.Attempt);
+	// a delivery is a hand-out by the queue.
+	Delivered() int
 	// Ack removes the job: it is done, whatever the outcome.
 	Ack(ctx context.Context) error
 	// Retry returns the job to the queue to be delivered again after delay.
@@ -211,22 +215,11 @@ type Bus interface {
 // Subscription ends with Close.
 type Subscription interface{ Close() error }
 
-// SafeName reports whether s is one plain name — letters, digits, "_" and
-// "-" — so that it cannot widen a wildcard subscription or reach another
-// channel when a bus puts it into a subject or channel name. Every task id
-// taskstate.NewID makes is one.
-func SafeName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+// SafeName reports whether s is one plain name (vocab.PlainName: letters,
+// digits, "_" and "-"), so that it cannot widen a wildcard subscription or
+// reach another channel when a bus puts it into a subject or channel name.
+// Every task id taskstate.NewID makes is one.
+func SafeName(s string) bool { return vocab.PlainName(s) }
 
 // ErrClosed is returned by Next once the consumer can deliver no more.
 var ErrClosed = errors.New("broker: closed")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Call is one run of a handler: the decoded arguments and what the handler
@@ -20,14 +21,6 @@ type Call[In any] struct {
 	Args In
 	*callState
 }
-
-// Keys of the job meta the front end fills in and handlers' calls read.
-const (
-	MetaProgressToken  = "progressToken"
-	MetaLogLevel       = "logLevel"
-	MetaClientCaps     = "clientCapabilities"
-	MetaInputResponses = "inputResponses"
-)
 
 type callState struct {
 	w       *Worker
@@ -221,7 +214,7 @@ func (c *callState) Progress(ctx context.Context, progress, total float64, messa
 			return fmt.Errorf("consumer: progress: %w", err)
 		}
 	}
-	tok, ok := c.meta[MetaProgressToken]
+	tok, ok := c.meta[vocab.MetaProgressToken]
 	if !ok {
 		return nil
 	}
@@ -241,7 +234,7 @@ var logLevels = map[string]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 // Log sends a log message to the client, if its request asked for logs at
 // this level or more severe (_meta logLevel); otherwise it does nothing.
 func (c *callState) Log(ctx context.Context, level string, data any) error {
-	raw, ok := c.meta[MetaLogLevel]
+	raw, ok := c.meta[vocab.MetaLogLevel]
 	if !ok {
 		return nil
 	}
@@ -260,8 +253,8 @@ func (c *callState) Log(ctx context.Context, level string, data any) error {
 // endNotifications tells a streaming front end that no notification of this
 // call is still in flight (see broker.TopicNotify).
 func (c *callState) endNotifications(ctx context.Context) {
-	_, progress := c.meta[MetaProgressToken]
-	_, logs := c.meta[MetaLogLevel]
+	_, progress := c.meta[vocab.MetaProgressToken]
+	_, logs := c.meta[vocab.MetaLogLevel]
 	if progress || logs {
 		_ = c.w.bus.Publish(ctx, broker.TopicNotify, c.taskID, nil)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // CompleteRequest is a completion/complete request for one argument of a
@@ -48,10 +49,10 @@ func handleCompletion(m *Mux, ref string, names []string, f CompleteFunc) {
 		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
 			call := &Call[CompleteRequest]{callState: cs}
 			if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-				return nil, &ProtocolError{Code: -32602, Message: "invalid completion request: " + err.Error()}
+				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid completion request: " + err.Error()}
 			}
 			if !slices.Contains(names, call.Args.Argument) {
-				return nil, &ProtocolError{Code: -32602, Message: fmt.Sprintf("invalid params: %s has no argument %q", ref, call.Args.Argument)}
+				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: fmt.Sprintf("invalid params: %s has no argument %q", ref, call.Args.Argument)}
 			}
 			c, err := f(ctx, call)
 			if err != nil {

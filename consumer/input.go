@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // InputRequest asks the client for something: an elicitation, a sampling
@@ -65,7 +66,7 @@ var ErrInputTimeout = errors.New("consumer: timed out waiting for client input")
 // "elicitation", "sampling", "roots") on the request that started this call.
 func (c *callState) ClientSupports(capability string) bool {
 	var caps map[string]json.RawMessage
-	_ = json.Unmarshal(c.meta[MetaClientCaps], &caps)
+	_ = json.Unmarshal(c.meta[vocab.MetaClientCaps], &caps)
 	_, ok := caps[capability]
 	return ok
 }
@@ -78,7 +79,7 @@ func (c *callState) Elicit(ctx context.Context, key, message string, requestedSc
 	}
 	var r ElicitResult
 	if err := json.Unmarshal(raw[0], &r); err != nil || r.Action == "" {
-		return nil, &ProtocolError{Code: -32602, Message: fmt.Sprintf("malformed elicitation response for %q", key)}
+		return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: fmt.Sprintf("malformed elicitation response for %q", key)}
 	}
 	return &r, nil
 }
@@ -102,7 +103,7 @@ func (c *callState) Ask(ctx context.Context, reqs ...InputRequest) ([]json.RawMe
 			return nil, fmt.Errorf("consumer: unsupported input method %q", r.Method)
 		}
 		if !c.ClientSupports(capName) {
-			return nil, &ProtocolError{Code: -32021,
+			return nil, &ProtocolError{Code: vocab.CodeMissingCapability,
 				Message: fmt.Sprintf("this tool needs the client's %s capability, which the request did not declare", capName),
 				Data:    map[string]any{"requiredCapabilities": map[string]any{capName: map[string]any{}}}}
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/internal/paramheader"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Task support levels, re-exported for handler authors.
@@ -134,7 +135,7 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		call := &Call[In]{callState: cs}
 		if len(cs.args) > 0 && string(cs.args) != "null" {
 			if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-				return nil, &ProtocolError{Code: -32602, Message: "invalid arguments: " + err.Error()}
+				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid arguments: " + err.Error()}
 			}
 		}
 		res, err := h(ctx, call)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // ErrParked is what Ask returns when a task's run parks: nobody answered
@@ -80,7 +81,7 @@ func (c *callState) checkWaitingCap(ctx context.Context) error {
 			}
 		}
 		if n >= max {
-			return &ProtocolError{Code: -32029, Message: fmt.Sprintf(
+			return &ProtocolError{Code: vocab.CodeLimited, Message: fmt.Sprintf(
 				"this task cannot wait for input: its owner already has %d tasks waiting for input, the limit (--max-waiting-input); answer or cancel some of them", max)}
 		}
 		if next == "" {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // createAsking creates a task whose client declared elicitation, owned by owner.
@@ -19,7 +20,7 @@ func (e *env) createAsking(t *testing.T, tool, owner string) string {
 	t.Helper()
 	tk, err := e.prod.Create(context.Background(), &producer.Request{
 		Tool: tool, Owner: owner, Era: taskstate.Era20260728, Arguments: json.RawMessage(`{}`),
-		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)},
+		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Prompt describes a prompt to register.
@@ -59,7 +60,7 @@ func HandlePrompt(m *Mux, p Prompt, h func(ctx context.Context, call *Call[map[s
 			call := &Call[map[string]string]{callState: cs}
 			if len(cs.args) > 0 && string(cs.args) != "null" {
 				if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-					return nil, &ProtocolError{Code: -32602, Message: "invalid prompt arguments: " + err.Error()}
+					return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid prompt arguments: " + err.Error()}
 				}
 			}
 			res, err := h(ctx, call)

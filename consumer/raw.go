@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // HandleRaw registers h as tool t with its arguments and result as raw JSON:
@@ -30,7 +32,7 @@ func HandleRaw(m *Mux, t Tool, h func(ctx context.Context, call *Call[json.RawMe
 			return nil, err
 		}
 		if !isObject(res) {
-			return nil, &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q returned a result that is not a JSON object", t.Name)}
+			return nil, &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q returned a result that is not a JSON object", t.Name)}
 		}
 		return res, nil
 	}))

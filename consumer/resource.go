@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // ResourceDef describes a resource to register (named so because Resource is
@@ -173,9 +174,9 @@ func annotations(a map[string]any) json.RawMessage {
 func runRead(ctx context.Context, cs *callState, cache Cache, tmpl *taskstate.Template, h ReadFunc) (json.RawMessage, error) {
 	call := &Call[ResourceRequest]{callState: cs}
 	if err := json.Unmarshal(cs.args, &call.Args); err != nil || call.Args.URI == "" {
-		return nil, &ProtocolError{Code: -32602, Message: "invalid resources/read job: no uri"}
+		return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid resources/read job: no uri"}
 	}
-	notFound := &ProtocolError{Code: -32602, Message: "Resource not found: " + call.Args.URI, Data: map[string]string{"uri": call.Args.URI}}
+	notFound := &ProtocolError{Code: vocab.CodeInvalidParams, Message: "Resource not found: " + call.Args.URI, Data: map[string]string{"uri": call.Args.URI}}
 	if tmpl != nil {
 		vars, ok := tmpl.Match(call.Args.URI)
 		if !ok {

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Config tunes a Worker. A nil Config is valid; zero fields take defaults.
@@ -353,9 +354,9 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
-	base, endRun := w.cfg.Telemetry.StartRun(base, job.TaskID, job.Kind, job.Tool, d.Attempt(), job.Meta) // every write below is in this span
+	base, endRun := w.cfg.Telemetry.StartRun(base, job.TaskID, job.Kind, job.Tool, d.Delivered(), job.Meta) // every write below is in this span
 	defer endRun()
-	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
+	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping
 	// finishes even while shutting down.
 	io := context.WithoutCancel(base)
@@ -365,7 +366,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		// Jobs are routed by tool, so this is a guard, not a path: a job
 		// published where this worker's tools go.
 		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 		return
 	}
 	lease := w.lease(e)
@@ -402,7 +403,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	case err != nil:
 		log.Error().Err(err).Msg("reading task record; retrying job")
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 		return
 	case rec.Status.Terminal():
 		log.Debug().Str("status", string(rec.Status)).Msg("task already terminal; acking job")
@@ -425,7 +426,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		args, err := w.readArgs(io, job.ArgumentsRef)
 		if err != nil {
 			log.Error().Err(err).Str("blob", job.ArgumentsRef).Msg("reading the task's arguments; retrying the job")
-			_ = d.Retry(io, backoff(d.Attempt()))
+			_ = d.Retry(io, backoff(d.Delivered()))
 			return
 		}
 		cs.args = args
@@ -460,7 +461,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	var attempt int
 	_, redelivers := d.(broker.Redeliverer)
-	if probe := rec.Clone(); redelivers && d.Attempt() == 1 && job.Dedupe == "" && take(probe) == nil {
+	if probe := rec.Clone(); redelivers && d.Delivered() == 1 && job.Dedupe == "" && take(probe) == nil {
 		// Lazy take: on the first delivery of a task's first job, which
 		// no other run can hold, the take is not written on its own. The
 		// run's first write carries it — for a task that ends within
@@ -477,7 +478,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		switch {
 		case errors.Is(err, errExhausted):
 			msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
-			w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: -32603, Message: msg})
+			w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg})
 			_ = d.Term(io, msg)
 			return
 		case errors.Is(err, errWaiting):
@@ -495,7 +496,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			return
 		case err != nil:
 			log.Error().Err(err).Msg("taking the lease; retrying job")
-			_ = d.Retry(io, backoff(d.Attempt()))
+			_ = d.Retry(io, backoff(d.Delivered()))
 			return
 		}
 		attempt = rec.Attempt
@@ -517,7 +518,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	started := w.cfg.Now()
 	w.cfg.Telemetry.TaskStarted(job.Tool, attempt, started.Sub(rec.CreatedAt))
 	log.Info().Dur("queued", started.Sub(rec.CreatedAt)).Msg("task running")
-	if raw, ok := job.Meta[MetaInputResponses]; ok {
+	if raw, ok := job.Meta[vocab.MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
 	res, herr := w.call(hctx, e, cs)
@@ -551,7 +552,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		log.Warn().Dur("took", took).Msg("lease lost to another run; outcome discarded, job left to the broker")
 		return
 	case errors.Is(cause, errTimeout):
-		herr = &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
+		herr = &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
 		res = nil
 	case cs.isParked():
 		// The task waits for its client with no run: whatever the handler
@@ -582,7 +583,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, d, result, rpcErr) {
 	case finishRetry:
-		_ = d.Retry(io, backoff(d.Attempt()))
+		_ = d.Retry(io, backoff(d.Delivered()))
 	case finishFenced:
 		// As above: another run owns the task and maybe this very job.
 	default:
@@ -605,7 +606,7 @@ func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.Ra
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error().Str("task", cs.taskID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
-			res, err = nil, &ProtocolError{Code: -32603, Message: fmt.Sprintf("tool %q panicked: %v", cs.tool, p)}
+			res, err = nil, &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q panicked: %v", cs.tool, p)}
 		}
 	}()
 	return e.run(ctx, cs)
@@ -621,7 +622,7 @@ func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.Ra
 // the lease before the job is given back.
 func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, d broker.Delivery, result json.RawMessage, rpcErr *taskstate.RPCError) finishResult {
 	if rpcErr == nil && int64(len(result)) > w.cfg.MaxResult {
-		rpcErr = &taskstate.RPCError{Code: -32603, Message: fmt.Sprintf(
+		rpcErr = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: fmt.Sprintf(
 			"the result of tool %q is %d bytes, over the limit of %d bytes (--max-result)", cs.tool, len(result), w.cfg.MaxResult)}
 		result = nil
 	}
@@ -670,7 +671,7 @@ func (w *Worker) finish(ctx context.Context, log zerolog.Logger, cs *callState, 
 			return finishDone
 		case errors.Is(err, taskstate.ErrTooLarge) && rpcErr == nil:
 			log.Error().Err(err).Msg("the outcome is too large for the store; failing the task instead")
-			rpcErr = &taskstate.RPCError{Code: -32603, Message: fmt.Sprintf("the outcome of tool %q could not be stored: %v", cs.tool, err)}
+			rpcErr = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("the outcome of tool %q could not be stored: %v", cs.tool, err)}
 			continue
 		case err != nil:
 			if w.cfg.Now().Add(wait).After(giveUp) {
@@ -747,7 +748,7 @@ func toRPCError(err error) *taskstate.RPCError {
 		}
 		return e
 	}
-	return &taskstate.RPCError{Code: -32603, Message: err.Error()}
+	return &taskstate.RPCError{Code: vocab.CodeInternalError, Message: err.Error()}
 }
 
 // backoff is the delay before a job that hit a transient failure (store

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type env struct {
@@ -295,7 +296,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	stop := e.run(t, mux, nil)
 	b, _ := json.Marshal(none{})
 	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
-		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestInputWaitDeadlineFailsTask(t *testing.T) {
 	e.run(t, mux, &consumer.Config{InputTimeout: 200 * time.Millisecond})
 	b, _ := json.Marshal(none{})
 	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
-		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -439,7 +440,7 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 	e.run(t, mux, nil)
 	b, _ := json.Marshal(none{})
 	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "rounds", Arguments: b,
-		Meta: map[string]json.RawMessage{consumer.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
+		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}

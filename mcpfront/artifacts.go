@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Artifacts are blobs a task's handler attached (consumer's Call.Artifact),
@@ -26,9 +27,9 @@ const maxInlineText = 1 << 20
 // resourceNotFound is the answer for an unknown resource, of another
 // principal's task included: -32602 on 2026-07-28, -32002 on 2025-11-25.
 func resourceNotFound(uri string, legacy bool) *rpcError {
-	code := codeInvalidParams
+	code := vocab.CodeInvalidParams
 	if legacy {
-		code = -32002
+		code = vocab.CodeResourceNotFound
 	}
 	return errorf(code, http.StatusOK, "Resource not found: "+clip(uri)).withData(map[string]any{"uri": clip(uri)})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Results larger than taskstate.InlineMax live in a blob of their task
@@ -76,7 +77,7 @@ func (s *Server) streamResult(ctx context.Context, w http.ResponseWriter, id jso
 // resultMissing answers for a task whose result blob is gone or unreadable.
 func resultMissing(err error) *rpcError {
 	if errors.Is(err, taskstate.ErrNotFound) {
-		return errorf(codeInternal, http.StatusOK, "the task's result is no longer stored")
+		return errorf(vocab.CodeInternalError, http.StatusOK, "the task's result is no longer stored")
 	}
-	return errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the task's result")
+	return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the task's result")
 }

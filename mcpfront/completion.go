@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // completion/complete runs through the queue, inline, on a worker that
@@ -71,7 +72,7 @@ func (s *Server) completeRequest(ctx context.Context, raw json.RawMessage, owner
 		}
 		if !errors.Is(err, taskstate.ErrNotFound) {
 			s.log.Error().Err(err).Msg("reading the catalog")
-			return nil, nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+			return nil, nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
 		}
 	}
 	if ref == "" {
@@ -87,7 +88,7 @@ func (s *Server) completeRequest(ctx context.Context, raw json.RawMessage, owner
 	}
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
 	}
 	args, _ := json.Marshal(map[string]any{"argument": p.Argument.Name, "value": p.Argument.Value, "context": p.Context.Arguments})
 	return &p, &producer.Request{
@@ -105,7 +106,7 @@ func (s *Server) hasCompletions(ctx context.Context) bool {
 // completionsUnknown answers completion/complete while no worker registers
 // a completion handler (status: HTTP 404 on 2026-07-28, 200 on 2025-11-25).
 func completionsUnknown(status int) *rpcError {
-	return errorf(codeMethodNotFound, status, "Method not found: completion/complete (no worker registers a completion handler)")
+	return errorf(vocab.CodeMethodNotFound, status, "Method not found: completion/complete (no worker registers a completion handler)")
 }
 
 // complete serves a 2026-07-28 completion/complete.

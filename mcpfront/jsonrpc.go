@@ -1,20 +1,11 @@
 package mcpfront
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
-)
 
-// JSON-RPC and MCP error codes.
-const (
-	codeParse             = -32700
-	codeInvalidRequest    = -32600
-	codeMethodNotFound    = -32601
-	codeInvalidParams     = -32602
-	codeInternal          = -32603
-	codeHeaderMismatch    = -32020
-	codeMissingCapability = -32021
-	codeUnsupportedVer    = -32022
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // request is one JSON-RPC message as received. Params stay raw until the
@@ -27,15 +18,30 @@ type request struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   json.RawMessage `json:"error,omitempty"`
 
-	// Where checkBody found the members (fields.go), when they came from
+	// Where checkBody found the members (body.go), when they came from
 	// there; nil when encoding/json decoded the request.
-	spans *fieldSpans
+	spans *bodyInfo
 	body  []byte
 }
 
 func (r *request) isNotification() bool { return len(r.ID) == 0 && r.Method != "" }
 func (r *request) isResponse() bool {
 	return r.Method == "" && len(r.ID) > 0 && (len(r.Result) > 0 || len(r.Error) > 0)
+}
+
+// methods is one revision's method table: each method's handler, called
+// with the request decoded as that revision decodes it (C).
+type methods[C any] map[string]func(s *Server, ctx context.Context, w http.ResponseWriter, r *http.Request, c C)
+
+// serve runs req's handler, or answers "Method not found" with the HTTP
+// status the revision gives it.
+func (m methods[C]) serve(s *Server, w http.ResponseWriter, r *http.Request, req *request, notFound int, c C) {
+	h, ok := m[req.Method]
+	if !ok {
+		writeError(w, req.ID, errorf(vocab.CodeMethodNotFound, notFound, "Method not found: "+clip(req.Method)))
+		return
+	}
+	h(s, r.Context(), w, r, c)
 }
 
 type response struct {
@@ -59,7 +65,7 @@ func errorf(code int, status int, msg string) *rpcError {
 	return &rpcError{Code: code, Message: msg, status: status}
 }
 
-func invalidParams(msg string) *rpcError { return errorf(codeInvalidParams, http.StatusOK, msg) }
+func invalidParams(msg string) *rpcError { return errorf(vocab.CodeInvalidParams, http.StatusOK, msg) }
 
 func (e *rpcError) withData(d any) *rpcError { e.Data = d; return e }
 
@@ -71,3 +77,8 @@ func (e *rpcError) httpStatus() int {
 	}
 	return http.StatusOK
 }
+
+// codeInvalidRequest is vocab.CodeInvalidRequest under the name auth.go
+// still uses: auth.go moves to package auth on another branch, and this
+// alias goes once that lands.
+const codeInvalidRequest = vocab.CodeInvalidRequest

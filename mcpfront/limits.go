@@ -10,14 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/vocab"
 	"golang.org/x/time/rate"
 )
-
-// codeLimited is the JSON-RPC error of a request refused by a per-principal
-// limit: the rate limit (with HTTP 429 and Retry-After) or the cap on active
-// tasks (with HTTP 200: the client sees the JSON-RPC error). It is in the
-// implementation-defined server error range (-32000 to -32099).
-const codeLimited = -32029
 
 // Defaults of the request limits in Config.
 const (
@@ -39,11 +34,11 @@ func (s *Server) checkSizes(method string, info *bodyInfo) *rpcError {
 	default:
 		return nil
 	}
-	if int64(info.argsLen) > s.cfg.MaxArgs && method != "tasks/update" {
-		return invalidParams(fmt.Sprintf("invalid params: the arguments are %d bytes, over the limit of %d bytes (--max-args)", info.argsLen, s.cfg.MaxArgs))
+	if int64(info.argsLen()) > s.cfg.MaxArgs && method != "tasks/update" {
+		return invalidParams(fmt.Sprintf("invalid params: the arguments are %d bytes, over the limit of %d bytes (--max-args)", info.argsLen(), s.cfg.MaxArgs))
 	}
-	if info.inputKeys > s.cfg.MaxInputKeys {
-		return invalidParams(fmt.Sprintf("invalid params: inputResponses has %d keys; at most %d are accepted", info.inputKeys, s.cfg.MaxInputKeys))
+	if info.inputKeys() > s.cfg.MaxInputKeys {
+		return invalidParams(fmt.Sprintf("invalid params: inputResponses has %d keys; at most %d are accepted", info.inputKeys(), s.cfg.MaxInputKeys))
 	}
 	return nil
 }
@@ -152,7 +147,7 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 	}
 	secs := int64(math.Ceil(wait.Seconds()))
 	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	writeError(w, nil, errorf(codeLimited, http.StatusTooManyRequests, "rate limit exceeded").
+	writeError(w, nil, errorf(vocab.CodeLimited, http.StatusTooManyRequests, "rate limit exceeded").
 		withData(map[string]any{"retryAfterMs": wait.Milliseconds()}))
 	return true
 }
@@ -173,7 +168,7 @@ func (s *Server) admitTask(ctx context.Context, owner string) *rpcError {
 		tasks, next, err := s.store.List(ctx, owner, cursor, activeTaskPage)
 		if err != nil {
 			s.log.Error().Err(err).Msg("counting active tasks")
-			return errorf(codeInternal, http.StatusInternalServerError, "internal error: counting active tasks")
+			return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: counting active tasks")
 		}
 		for _, t := range tasks {
 			if !t.Status.Terminal() {
@@ -181,7 +176,7 @@ func (s *Server) admitTask(ctx context.Context, owner string) *rpcError {
 			}
 		}
 		if n >= s.cfg.MaxActiveTasks {
-			return errorf(codeLimited, http.StatusOK, fmt.Sprintf("too many active tasks: at most %d may run at once; wait for one to end or cancel one", s.cfg.MaxActiveTasks)).
+			return errorf(vocab.CodeLimited, http.StatusOK, fmt.Sprintf("too many active tasks: at most %d may run at once; wait for one to end or cancel one", s.cfg.MaxActiveTasks)).
 				withData(map[string]any{"maxActiveTasks": s.cfg.MaxActiveTasks})
 		}
 		if next == "" {

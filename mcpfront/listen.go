@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // subscriptions/listen (2026-07-28) with the tasks extension's
@@ -158,12 +159,12 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 		return
 	}
 	if asked && !c.tasksExt {
-		writeError(w, c.req.ID, errorf(codeMissingCapability, http.StatusBadRequest, "task notifications need the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
+		writeError(w, c.req.ID, errorf(vocab.CodeMissingCapability, http.StatusBadRequest, "task notifications need the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}}))
 		return
 	}
 	if !acceptsSSE(r) {
-		writeError(w, c.req.ID, errorf(codeInvalidRequest, http.StatusNotAcceptable, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))
+		writeError(w, c.req.ID, errorf(vocab.CodeInvalidRequest, http.StatusNotAcceptable, "subscriptions/listen answers with an event stream: Accept must include text/event-stream"))
 		return
 	}
 	// Every task must be the caller's: another principal's task gets the
@@ -176,13 +177,13 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 	}
 	select {
 	case <-s.listens.closingCh():
-		writeError(w, c.req.ID, errorf(codeInternal, http.StatusServiceUnavailable, "the server is shutting down; listen on another replica"))
+		writeError(w, c.req.ID, errorf(vocab.CodeInternalError, http.StatusServiceUnavailable, "the server is shutting down; listen on another replica"))
 		return
 	default:
 	}
 	key, limit := limitKey(r), s.maxListenStreams()
 	if !s.listens.acquire(key, limit) {
-		writeError(w, c.req.ID, errorf(codeLimited, http.StatusOK, fmt.Sprintf("too many open subscriptions/listen streams: at most %d per client on one server; close one first", limit)).
+		writeError(w, c.req.ID, errorf(vocab.CodeLimited, http.StatusOK, fmt.Sprintf("too many open subscriptions/listen streams: at most %d per client on one server; close one first", limit)).
 			withData(map[string]any{"maxListenStreams": limit}))
 		return
 	}

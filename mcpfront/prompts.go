@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type wirePrompt struct {
@@ -18,7 +19,7 @@ type wirePrompt struct {
 	Arguments   json.RawMessage `json:"arguments,omitempty"`
 }
 
-func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, c *call) {
+func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
 	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
 	if !ok {
 		return
@@ -74,7 +75,7 @@ func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawM
 	}
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
 	}
 	var args map[string]string
 	if len(rawArgs) > 0 && string(rawArgs) != "null" {

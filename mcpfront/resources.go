@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Resources served by workers. Workers publish their resources and
@@ -73,14 +74,6 @@ func (s *Server) resourceList(ctx context.Context, w http.ResponseWriter, id jso
 	writeResult(w, id, res)
 }
 
-// resourceListKind is the catalog kind a list method lists.
-func resourceListKind(method string) string {
-	if method == "resources/templates/list" {
-		return taskstate.KindTemplate
-	}
-	return taskstate.KindResource
-}
-
 // resolveResource finds the catalog entry that serves uri: the resource of
 // that URI, else the first template (in catalog order) that matches it.
 // An unknown URI is -32602 "Resource not found" with the URI in its data
@@ -95,12 +88,12 @@ func (s *Server) resolveResource(ctx context.Context, uri string) (*taskstate.To
 	}
 	if !errors.Is(err, taskstate.ErrNotFound) {
 		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
 	}
 	all, err := s.catalog.Tools(ctx)
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
 	}
 	for _, t := range all {
 		if t.Kind != taskstate.KindTemplate {
@@ -200,7 +193,7 @@ func (s *Server) legacyResourcesRead(ctx context.Context, w http.ResponseWriter,
 // legacySubscribe serves resources/subscribe and resources/unsubscribe: the
 // session keeps the URIs it subscribed to, and every stream of the session
 // (its GET stream) receives notifications/resources/updated for them.
-func (s *Server) legacySubscribe(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
+func (s *Server) legacySubscribe(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
 	var p struct {
 		URI json.RawMessage `json:"uri"`
 	}

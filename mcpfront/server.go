@@ -16,9 +16,9 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +33,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Config tunes the front end. A nil Config is valid.
@@ -124,7 +125,7 @@ type Server struct {
 	origins map[string]bool
 
 	schemas      sync.Map // tool name → *compiledSchema
-	headerParams sync.Map // tool name → *headerParams (params.go)
+	headerParams sync.Map // tool name → *headerParams (headers.go)
 	stateKey     []byte
 	sessions     taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
 	requests     *prometheus.CounterVec
@@ -243,15 +244,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, nil, errorf(codeInvalidRequest, http.StatusMethodNotAllowed, "method not allowed: this endpoint takes POST"))
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusMethodNotAllowed, "method not allowed: this endpoint takes POST"))
 		return
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
-		writeError(w, nil, errorf(codeInvalidRequest, http.StatusUnsupportedMediaType, "Content-Type must be application/json"))
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusUnsupportedMediaType, "Content-Type must be application/json"))
 		return
 	}
 	tooBig := func() *rpcError {
-		return errorf(codeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody))
+		return errorf(vocab.CodeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody))
 	}
 	if r.ContentLength > s.cfg.MaxBody { // refused unread
 		writeError(w, nil, tooBig())
@@ -270,40 +271,39 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
-			writeError(w, nil, errorf(codeInvalidRequest, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", s.cfg.BodyTimeout)))
+			writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", s.cfg.BodyTimeout)))
 			return
 		}
-		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "reading body: "+err.Error()))
+		writeError(w, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "reading body: "+err.Error()))
 		return
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) > 0 && body[0] == '[' {
-		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
 		return
 	}
-	info, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
+	info, id, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
 	if berr != nil {
-		id := json.RawMessage(berr.id)
 		if len(id) > 0 && !validID(id) {
 			id = nil
 		}
-		writeError(w, id, errorf(berr.code, http.StatusBadRequest, berr.msg))
+		writeError(w, id, berr)
 		return
 	}
 	var req request
-	if info.f.decodeRequest(body, &req) {
-		// decoded from checkBody's notes (fields.go)
+	if info.decodeRequest(body, &req) {
+		// decoded from checkBody's notes (body.go)
 	} else if err := json.Unmarshal(body, &req); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
-			writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
+			writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
 			return
 		}
-		writeError(w, nil, errorf(codeParse, http.StatusBadRequest, "parse error: "+err.Error()))
+		writeError(w, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "parse error: "+err.Error()))
 		return
 	}
 	if req.JSONRPC != "2.0" {
-		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, `invalid request: "jsonrpc" must be "2.0"`))
+		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, `invalid request: "jsonrpc" must be "2.0"`))
 		return
 	}
 	if req.isResponse() && isLegacy(r, &req) {
@@ -321,15 +321,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.ID) > 0 && !validID(req.ID) {
-		writeError(w, nil, errorf(codeInvalidRequest, http.StatusBadRequest, "invalid request: the id must be a string or a number"))
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: the id must be a string or a number"))
 		return
 	}
 	if req.Method == "" || len(req.ID) == 0 {
-		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method"))
+		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method"))
 		return
 	}
 	if !acceptsJSON(r) {
-		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
+		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
 		return
 	}
 	if rerr := s.checkSizes(req.Method, &info); rerr != nil {
@@ -355,62 +355,11 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
-func acceptsJSON(r *http.Request) bool {
-	a := r.Header.Values("Accept")
-	if len(a) == 0 {
-		return true
-	}
-	for _, v := range a {
-		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
-			if mt == "application/json" || mt == "*/*" || mt == "application/*" {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// checkOrigin protects loopback servers from DNS rebinding: the Host must be
-// a name this server answers to, and a browser Origin must be loopback or
-// explicitly allowed.
-func (s *Server) checkOrigin(r *http.Request) error {
-	host := r.Host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(strings.ToLower(host), "[]")
-	if !s.hosts[host] {
-		return fmt.Errorf("host %q is not allowed", r.Host)
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" || s.origins[strings.ToLower(origin)] {
-		return nil
-	}
-	u := strings.ToLower(origin)
-	for _, p := range []string{"http://", "https://"} {
-		if rest, ok := strings.CutPrefix(u, p); ok {
-			h := rest
-			if i := strings.IndexByte(h, '/'); i >= 0 {
-				h = h[:i]
-			}
-			if hh, _, err := net.SplitHostPort(h); err == nil {
-				h = hh
-			}
-			h = strings.Trim(h, "[]")
-			if h == "localhost" || h == "127.0.0.1" || h == "::1" {
-				return nil
-			}
-		}
-	}
-	return fmt.Errorf("origin %q is not allowed", origin)
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"encoding response failed"}}`)
+		b = []byte(`{"jsonrpc":"2.0","id":null,"error":{"code":` + strconv.Itoa(vocab.CodeInternalError) + `,"message":"encoding response failed"}}`)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

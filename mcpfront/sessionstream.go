@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // The 2025-11-25 session stream: GET /mcp with a session's Mcp-Session-Id
@@ -33,12 +34,12 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !acceptsSSE(r) {
-		writeError(w, nil, errorf(codeInvalidRequest, http.StatusNotAcceptable, "Accept must allow text/event-stream"))
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusNotAcceptable, "Accept must allow text/event-stream"))
 		return
 	}
 	key := "session-stream:" + sess.ID
 	if !s.listens.acquire(key, maxSessionStreams) {
-		writeError(w, nil, errorf(codeLimited, http.StatusTooManyRequests, fmt.Sprintf("a session keeps at most %d streams open", maxSessionStreams)))
+		writeError(w, nil, errorf(vocab.CodeLimited, http.StatusTooManyRequests, fmt.Sprintf("a session keeps at most %d streams open", maxSessionStreams)))
 		return
 	}
 	defer s.listens.release(key)

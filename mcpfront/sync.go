@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // syncCall serves a call whose client waits inline (ModeSync), or which
@@ -26,8 +26,8 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	defer cancel()
 
 	out := &replier{w: w, id: c.req.ID}
-	_, progress := req.Meta["progressToken"]
-	_, logs := req.Meta["logLevel"]
+	_, progress := req.Meta[vocab.MetaProgressToken]
+	_, logs := req.Meta[vocab.MetaLogLevel]
 	ended := make(chan struct{})
 	if (progress || logs) && acceptsSSE(r) {
 		out.stream = &sseWriter{w: w}
@@ -54,7 +54,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	if _, err := s.prod.Create(ctx, req); err != nil {
 		s.log.Error().Err(err).Str("tool", req.Tool).Msg("starting call")
-		out.fail(errorf(codeInternal, http.StatusInternalServerError, "internal error: the call could not be started"))
+		out.fail(errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: the call could not be started"))
 		return
 	}
 	final, err := waitCall(ctx, versions, req.Mode == taskstate.ModeGather)
@@ -65,7 +65,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		defer dcancel()
 		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
 		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(codeInternal, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
 			out.fail(e)
 		}
@@ -94,7 +94,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	case final.Status == taskstate.Completed && isInputRequired(final.Result):
 		reply, err := s.inputRequiredReply(taskstate.CatalogKey(req.Kind, req.Tool), req.Arguments, answers, final.Result)
 		if err != nil {
-			out.fail(errorf(codeInternal, http.StatusOK, "internal error: unreadable input request"))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, "internal error: unreadable input request"))
 			return
 		}
 		out.result(reply)
@@ -105,7 +105,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		s.durations.observe(final)
 		out.fail(storedError(final.Error))
 	default:
-		out.fail(errorf(codeInternal, http.StatusOK, "the call was cancelled"))
+		out.fail(errorf(vocab.CodeInternalError, http.StatusOK, "the call was cancelled"))
 	}
 }
 
@@ -125,21 +125,21 @@ func shutdownError(ctx context.Context, what string) *rpcError {
 	if !errors.Is(context.Cause(ctx), ErrShuttingDown) {
 		return nil
 	}
-	return errorf(codeInternal, http.StatusOK, "the server is shutting down; "+what)
+	return errorf(vocab.CodeInternalError, http.StatusOK, "the server is shutting down; "+what)
 }
 
 // storedError turns a failed record's error into the reply error; an MCP
 // capability error keeps its HTTP 400.
 func storedError(e *taskstate.RPCError) *rpcError {
 	if e == nil {
-		return errorf(codeInternal, http.StatusOK, "tool failed")
+		return errorf(vocab.CodeInternalError, http.StatusOK, "tool failed")
 	}
 	out := &rpcError{Code: e.Code, Message: e.Message}
 	if len(e.Data) > 0 {
 		out.Data = e.Data
 	}
 	switch e.Code {
-	case codeMissingCapability, codeHeaderMismatch, codeUnsupportedVer:
+	case vocab.CodeMissingCapability, vocab.CodeHeaderMismatch, vocab.CodeUnsupportedVersion:
 		out.status = http.StatusBadRequest
 	}
 	return out
@@ -182,15 +182,6 @@ func (r *replier) fail(e *rpcError) {
 		return
 	}
 	writeError(r.w, r.id, e)
-}
-
-func acceptsSSE(r *http.Request) bool {
-	for _, v := range r.Header.Values("Accept") {
-		if strings.Contains(v, "text/event-stream") {
-			return true
-		}
-	}
-	return false
 }
 
 // sseWriter writes JSON-RPC messages as server-sent events, one data line

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // TestTasksUpdateKeys is a property test of how tasks/update applies
@@ -182,7 +183,7 @@ func (m *updateMachine) Update(t *rapid.T) {
 	}
 	rerr := m.srv.answerInputs(m.ctx, snapshot, responses, true)
 	if len(invalid) > 0 {
-		if rerr == nil || rerr.Code != codeInvalidParams || !slices.ContainsFunc(invalid, func(k string) bool {
+		if rerr == nil || rerr.Code != vocab.CodeInvalidParams || !slices.ContainsFunc(invalid, func(k string) bool {
 			return strings.HasPrefix(rerr.Message, fmt.Sprintf("invalid params: inputResponses[%q]: ", k))
 		}) {
 			t.Fatalf("answers %s to %s: %v; want -32602 naming one of %v", responses, m.want, rerr, invalid)

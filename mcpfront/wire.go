@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // The replies of the task path (tools/call → task handle, tasks/get, inline
@@ -58,7 +59,7 @@ func (s *Server) appendTask(b []byte, t *taskstate.Task, rt string, detailed boo
 		case taskstate.Failed:
 			e := t.Error
 			if e == nil {
-				e = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
+				e = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: "task failed"}
 			}
 			b = append(b, `,"error":`...)
 			b = appendMarshal(b, e)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // reshape's splice (results that carry neither key) and its map path must
@@ -86,7 +87,7 @@ func TestAppendTaskMatchesEncodingJSON(t *testing.T) {
 		case taskstate.Failed:
 			want["error"] = tk.Error
 			if tk.Error == nil {
-				want["error"] = &taskstate.RPCError{Code: codeInternal, Message: "task failed"}
+				want["error"] = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: "task failed"}
 			}
 		case taskstate.InputRequired:
 			want["inputRequests"] = tk.InputRequests

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Executor runs jobs durably. Start returns once the job is durably accepted
@@ -187,7 +188,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		failed, ferr := taskstate.Mutate(fctx, p.store, id, p.cfg.Now, func(t *taskstate.Task) error {
 			t.Status = taskstate.Failed
 			t.StatusMessage = "the job could not be queued"
-			t.Error = &taskstate.RPCError{Code: -32603, Message: "task could not be started: " + err.Error()}
+			t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: "task could not be started: " + err.Error()}
 			return nil
 		})
 		if ferr != nil {
@@ -277,7 +278,7 @@ func JobFor(t *taskstate.Task) *broker.Job {
 	return j
 }
 
-// Holds implements Holder when the queue is a broker.Holder.
+// Holds implements broker.Holder when the queue is one.
 func (e QueueExecutor) Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error) {
 	h, ok := e.Queue.(broker.Holder)
 	if !ok {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // ReaperConfig tunes Reap. A nil ReaperConfig is valid.
@@ -49,13 +51,6 @@ func (c *ReaperConfig) withDefaults() ReaperConfig {
 		out.MaxAttempts = 3
 	}
 	return out
-}
-
-// Holder is an Executor that can tell whether it still holds a task's job
-// (see broker.Holder). Without it the reaper cannot tell a lost job from a
-// waiting one, and republishes only tasks whose worker was lost.
-type Holder interface {
-	Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error)
 }
 
 // ReapStats counts what one pass saw and did.
@@ -185,7 +180,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 				t.Attempt, lost.Worker, lost.Expires.UTC().Format(time.RFC3339))
 			t.Status = taskstate.Failed
 			t.StatusMessage = msg
-			t.Error = &taskstate.RPCError{Code: -32603, Message: msg}
+			t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
 			t.InputRequests = nil
 			return nil
 		}
@@ -222,7 +217,10 @@ func movedOn(err error) bool {
 // republishLost republishes the job of a task no worker holds if the queue
 // no longer holds it either. It reports whether it published.
 func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (bool, error) {
-	h, ok := p.exec.(Holder)
+	// An Executor that cannot tell whether it holds the job (broker.Holder)
+	// leaves the reaper unable to tell a lost job from a waiting one: it
+	// republishes only tasks whose worker was lost.
+	h, ok := p.exec.(broker.Holder)
 	if !ok {
 		return false, nil
 	}
@@ -259,7 +257,7 @@ func (p *Producer) failParked(ctx context.Context, seen *taskstate.Task) (bool, 
 			t.Parked.Until.UTC().Format(time.RFC3339), waited)
 		t.Status = taskstate.Failed
 		t.StatusMessage = msg
-		t.Error = &taskstate.RPCError{Code: -32603, Message: msg}
+		t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
 		t.InputRequests = nil
 		t.Parked = nil
 		return nil

@@ -168,7 +168,7 @@ func TestShutdownReturnsJobs(t *testing.T) {
 	got := map[string]int{}
 	for range 2 {
 		d := next(t, other)
-		got[d.Job().TaskID] = d.Attempt()
+		got[d.Job().TaskID] = d.Delivered()
 		if err := d.Ack(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -322,9 +322,9 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("no redelivery within 150s of the crash: %v", err)
 	}
 	took := time.Since(crashed)
-	t.Logf("redelivered %s after %s, attempt %d", d.Job().TaskID, took.Round(100*time.Millisecond), d.Attempt())
-	if d.Job().TaskID != job.TaskID || d.Attempt() != 2 {
-		t.Fatalf("got %s attempt %d, want %s attempt 2", d.Job().TaskID, d.Attempt(), job.TaskID)
+	t.Logf("redelivered %s after %s, attempt %d", d.Job().TaskID, took.Round(100*time.Millisecond), d.Delivered())
+	if d.Job().TaskID != job.TaskID || d.Delivered() != 2 {
+		t.Fatalf("got %s attempt %d, want %s attempt 2", d.Job().TaskID, d.Delivered(), job.TaskID)
 	}
 	if took < 50*time.Second {
 		t.Fatalf("redelivered after only %s: Asynq's lease cannot have expired", took)

@@ -25,7 +25,7 @@ type delivery struct {
 }
 
 func (d *delivery) Job() *broker.Job { return &d.job }
-func (d *delivery) Attempt() int     { return d.attempt }
+func (d *delivery) Delivered() int   { return d.attempt }
 
 // settle hands the handler its return value, once.
 func (d *delivery) settle(err error) error {

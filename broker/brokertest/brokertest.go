@@ -180,7 +180,7 @@ func (e *queueEnv) quiet(t *testing.T, c broker.Consumer, wait time.Duration, wh
 	defer cancel()
 	d, err := c.Next(ctx)
 	if err == nil {
-		t.Fatalf("%s: got a delivery of %s (attempt %d) within %s, want none", why, d.Job().TaskID, d.Attempt(), wait)
+		t.Fatalf("%s: got a delivery of %s (attempt %d) within %s, want none", why, d.Job().TaskID, d.Delivered(), wait)
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("%s: Next = %v, want context.DeadlineExceeded", why, err)
@@ -218,8 +218,8 @@ func (s *queueSuite) roundTrip(t *testing.T, e *queueEnv) {
 	c := e.consumer(t, broker.ConsumerOptions{Lease: s.opts.Lease})
 	d := e.next(t, c, s.opts.Wait)
 	sameJob(t, "delivered job", d.Job(), want)
-	if d.Attempt() != 1 {
-		t.Fatalf("first delivery Attempt() = %d, want 1", d.Attempt())
+	if d.Delivered() != 1 {
+		t.Fatalf("first delivery Delivered() = %d, want 1", d.Delivered())
 	}
 	ack(t, e.ctx, d)
 	e.quiet(t, c, s.opts.Quiet, "after Ack")
@@ -281,8 +281,8 @@ func (s *queueSuite) retryNow(t *testing.T, e *queueEnv) {
 	}
 	d2 := e.next(t, c, s.opts.Wait)
 	sameJob(t, "retried job", d2.Job(), j)
-	if d2.Attempt() != 2 {
-		t.Fatalf("redelivery after Retry: Attempt() = %d, want 2", d2.Attempt())
+	if d2.Delivered() != 2 {
+		t.Fatalf("redelivery after Retry: Delivered() = %d, want 2", d2.Delivered())
 	}
 	ack(t, e.ctx, d2)
 	e.quiet(t, c, s.opts.Quiet, "after acking the retried job")
@@ -303,8 +303,8 @@ func (s *queueSuite) retryDelay(t *testing.T, e *queueEnv) {
 		t.Fatalf("Retry(%s) redelivered after only %s", delay, waited)
 	}
 	sameJob(t, "retried job", d2.Job(), j)
-	if d2.Attempt() != 2 {
-		t.Fatalf("redelivery after Retry: Attempt() = %d, want 2", d2.Attempt())
+	if d2.Delivered() != 2 {
+		t.Fatalf("redelivery after Retry: Delivered() = %d, want 2", d2.Delivered())
 	}
 	ack(t, e.ctx, d2)
 }
@@ -341,8 +341,8 @@ func (s *queueSuite) leaseExpiry(t *testing.T, e *queueEnv) {
 		t.Fatalf("job redelivered after %s, before its %s lease ran out", held, lease)
 	}
 	sameJob(t, "redelivered job", d2.Job(), j)
-	if d2.Attempt() != 2 {
-		t.Fatalf("redelivery after lease expiry: Attempt() = %d, want 2", d2.Attempt())
+	if d2.Delivered() != 2 {
+		t.Fatalf("redelivery after lease expiry: Delivered() = %d, want 2", d2.Delivered())
 	}
 	ack(t, e.ctx, d2)
 	e.quiet(t, c, s.opts.Quiet, "after acking the redelivered job")
@@ -385,8 +385,8 @@ func (s *queueSuite) extend(t *testing.T, e *queueEnv) {
 	// was Extend that held it.
 	d2 := e.next(t, c, lease+s.opts.Wait)
 	sameJob(t, "redelivered job", d2.Job(), j)
-	if d2.Attempt() != 2 {
-		t.Fatalf("redelivery after extension stopped: Attempt() = %d, want 2", d2.Attempt())
+	if d2.Delivered() != 2 {
+		t.Fatalf("redelivery after extension stopped: Delivered() = %d, want 2", d2.Delivered())
 	}
 	ack(t, e.ctx, d2)
 }
@@ -399,8 +399,8 @@ func (s *queueSuite) maxDeliveries(t *testing.T, e *queueEnv) {
 	for attempt := 1; attempt <= max; attempt++ {
 		d := e.next(t, c, s.opts.Lease+s.opts.Wait)
 		sameJob(t, fmt.Sprintf("delivery %d", attempt), d.Job(), j)
-		if d.Attempt() != attempt {
-			t.Fatalf("delivery %d: Attempt() = %d", attempt, d.Attempt())
+		if d.Delivered() != attempt {
+			t.Fatalf("delivery %d: Delivered() = %d", attempt, d.Delivered())
 		}
 		if attempt < max {
 			if err := d.Retry(e.ctx, 0); err != nil {

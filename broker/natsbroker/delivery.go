@@ -46,7 +46,7 @@ func newDelivery(msg jetstream.Msg, c *consumer, r *route) (*delivery, error) {
 func (d *delivery) release() { d.once.Do(func() { d.lapse.Stop(); d.c.settled(d.r) }) }
 
 func (d *delivery) Job() *broker.Job { return &d.job }
-func (d *delivery) Attempt() int     { return d.attempt }
+func (d *delivery) Delivered() int   { return d.attempt }
 
 func (d *delivery) Ack(ctx context.Context) error {
 	defer d.release()

@@ -13,16 +13,18 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // The 2025-11-25 wire: initialize, sessions (kept in the store, so any
 // replica serves any session), experimental tasks (task-augmented
 // tools/call, tasks/get|result|list|cancel), and input requests sent to the
-// client as server-to-client JSON-RPC requests on a response stream.
+// client as server-to-client JSON-RPC requests on a response stream. The
+// methods are rev2025Methods; the task methods are in tasks.go, the header
+// rules in headers.go.
 
 const (
 	version20251125   = "2025-11-25"
-	headerSession     = "Mcp-Session-Id"
 	metaRelatedTask   = "io.modelcontextprotocol/related-task"
 	inputRequestIDPre = "mcpq-input:" // id of a server-to-client input request: mcpq-input:<task>:<key>
 	maxLegacyTTL      = 24 * time.Hour
@@ -33,23 +35,31 @@ const (
 // newest first; tasks exist only in the first.
 var legacyVersions = []string{version20251125, "2025-06-18", "2025-03-26"}
 
-// isLegacy tells a 2025-era request from a 2026-07-28 one.
-func isLegacy(r *http.Request, req *request) bool {
-	hv := r.Header.Get(headerVersion)
-	if hv == version2026 || hasModernMeta(req.Params) {
-		return false
-	}
-	return req.Method == "initialize" || r.Header.Get(headerSession) != "" || hv != "" || req.isResponse()
-}
-
-func hasModernMeta(params json.RawMessage) bool {
-	if len(params) == 0 {
-		return false
-	}
-	var p modernParams
-	_ = json.Unmarshal(params, &p)
-	_, ok := p.Meta[metaVersion]
-	return ok
+// rev2025Methods are the 2025-11-25 methods, served in a session
+// (initialize, which opens one, is served before).
+var rev2025Methods = methods[*legacyCall]{
+	"ping": func(_ *Server, _ context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
+		writeResult(w, c.req.ID, map[string]any{})
+	},
+	"tools/list":   (*Server).legacyToolsList,
+	"tools/call":   (*Server).legacyToolsCall,
+	"prompts/list": (*Server).legacyPromptsList,
+	"prompts/get":  (*Server).legacyPromptsGet, // prompts.go
+	"resources/list": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
+		s.resourceList(ctx, w, c.req.ID, taskstate.KindResource, false) // resources.go
+	},
+	"resources/templates/list": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
+		s.resourceList(ctx, w, c.req.ID, taskstate.KindTemplate, false)
+	},
+	"resources/read":        (*Server).legacyResourcesRead,
+	"resources/subscribe":   (*Server).legacySubscribe,
+	"resources/unsubscribe": (*Server).legacySubscribe,
+	"completion/complete":   (*Server).legacyComplete, // completion.go
+	"logging/setLevel":      (*Server).setLevel,
+	"tasks/get":             (*Server).legacyTasks, // tasks.go
+	"tasks/result":          (*Server).legacyTasks,
+	"tasks/list":            (*Server).legacyTasks,
+	"tasks/cancel":          (*Server).legacyTasks,
 }
 
 // legacyCall is one request in a session.
@@ -63,7 +73,7 @@ func (c *legacyCall) tasks() bool { return c.sess.ProtocolVersion == version2025
 
 func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *request) {
 	if s.sessions == nil {
-		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, "this server's store keeps no sessions: speak "+version2026))
+		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "this server's store keeps no sessions: speak "+version2026))
 		return
 	}
 	if req.Method == "initialize" {
@@ -75,8 +85,8 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		writeError(w, req.ID, rerr)
 		return
 	}
-	if hv := r.Header.Get(headerVersion); hv != "" && hv != sess.ProtocolVersion {
-		writeError(w, req.ID, errorf(codeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("%s %q does not match the session's version %q", headerVersion, hv, sess.ProtocolVersion)))
+	if rerr := checkSessionVersion(r, sess); rerr != nil {
+		writeError(w, req.ID, rerr)
 		return
 	}
 	c := &legacyCall{req: req, sess: sess, owner: sessionOwner(sess)}
@@ -85,37 +95,7 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	s.count(string(taskstate.Era20251125), req.Method)
-	ctx := r.Context()
-	switch req.Method {
-	case "ping":
-		writeResult(w, req.ID, map[string]any{})
-	case "tools/list":
-		s.legacyToolsList(ctx, w, c)
-	case "tools/call":
-		s.legacyToolsCall(ctx, w, r, c)
-	case "prompts/list":
-		s.legacyPromptsList(ctx, w, c)
-	case "prompts/get":
-		s.legacyPromptsGet(ctx, w, r, c)
-	case "resources/list", "resources/templates/list": // resources.go
-		s.resourceList(ctx, w, req.ID, resourceListKind(req.Method), false)
-	case "resources/read":
-		s.legacyResourcesRead(ctx, w, r, c)
-	case "resources/subscribe", "resources/unsubscribe":
-		s.legacySubscribe(ctx, w, c)
-	case "completion/complete": // completion.go
-		s.legacyComplete(ctx, w, r, c)
-	case "logging/setLevel":
-		s.setLevel(ctx, w, c)
-	case "tasks/get", "tasks/result", "tasks/list", "tasks/cancel":
-		if !c.tasks() {
-			writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)+" (tasks need protocol version "+version20251125+")"))
-			return
-		}
-		s.legacyTasks(ctx, w, r, c)
-	default:
-		writeError(w, req.ID, errorf(codeMethodNotFound, http.StatusOK, "Method not found: "+clip(req.Method)))
-	}
+	rev2025Methods.serve(s, w, r, req, http.StatusOK, c)
 }
 
 // sessionOwner binds a session's tasks: to the authenticated principal when
@@ -130,18 +110,18 @@ func sessionOwner(sess *taskstate.Session) string {
 func (s *Server) sessionOf(r *http.Request) (*taskstate.Session, *rpcError) {
 	id := r.Header.Get(headerSession)
 	if id == "" {
-		return nil, errorf(codeInvalidRequest, http.StatusBadRequest, "Bad Request: "+headerSession+" header is required (call initialize first)")
+		return nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "Bad Request: "+headerSession+" header is required (call initialize first)")
 	}
 	sess, err := s.sessions.Session(r.Context(), id)
 	if err == nil && sess.Owner != principalOf(r.Context()).Owner() {
 		err = taskstate.ErrNotFound // another principal's session is no session at all
 	}
 	if errors.Is(err, taskstate.ErrNotFound) {
-		return nil, errorf(codeInvalidRequest, http.StatusNotFound, "Session not found: initialize a new one")
+		return nil, errorf(vocab.CodeInvalidRequest, http.StatusNotFound, "Session not found: initialize a new one")
 	}
 	if err != nil {
 		s.log.Error().Err(err).Msg("reading session")
-		return nil, errorf(codeInternal, http.StatusInternalServerError, "internal error: reading session")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading session")
 	}
 	return sess, nil
 }
@@ -212,7 +192,7 @@ var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "wa
 
 // setLevel stores the session's log level: later calls send log messages
 // at or above it.
-func (s *Server) setLevel(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
+func (s *Server) setLevel(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
 	var p struct {
 		Level string `json:"level"`
 	}
@@ -233,7 +213,7 @@ type legacyTool struct {
 	Execution map[string]string `json:"execution,omitempty"`
 }
 
-func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
+func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
 	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
 	if !ok {
 		return
@@ -248,7 +228,7 @@ func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, c *
 	writeResult(w, c.req.ID, map[string]any{"tools": out})
 }
 
-func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, c *legacyCall) {
+func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
 	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
 	if !ok {
 		return
@@ -279,10 +259,10 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 	asTask := p.Task != nil && c.tasks()
 	switch {
 	case asTask && tool.TaskSupport == taskstate.TaskForbidden:
-		writeError(w, c.req.ID, errorf(codeMethodNotFound, http.StatusOK, fmt.Sprintf("tool %q does not support task-augmented execution", p.Name)))
+		writeError(w, c.req.ID, errorf(vocab.CodeMethodNotFound, http.StatusOK, fmt.Sprintf("tool %q does not support task-augmented execution", p.Name)))
 		return
 	case !asTask && tool.TaskSupport == taskstate.TaskRequired && c.tasks():
-		writeError(w, c.req.ID, errorf(codeMethodNotFound, http.StatusOK, fmt.Sprintf("tool %q requires task-augmented execution (params.task)", p.Name)))
+		writeError(w, c.req.ID, errorf(vocab.CodeMethodNotFound, http.StatusOK, fmt.Sprintf("tool %q requires task-augmented execution (params.task)", p.Name)))
 		return
 	}
 	if bad := s.checkArgs(tool, p.Arguments); bad != nil {
@@ -309,137 +289,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
 		return
 	}
-	s.legacyInline(ctx, w, r, c, req) // legacyinline.go
-}
-
-// replyOutcome answers with what the call would have returned: the result
-// (tool errors included), or the JSON-RPC error of a failed task.
-func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMessage) {
-	t, err := s.resolved(context.Background(), t)
-	if err != nil {
-		s.log.Error().Err(err).Msg("replying with a task's outcome")
-		out.fail(resultMissing(err))
-		return
-	}
-	switch t.Status {
-	case taskstate.Completed:
-		out.result(reshape(t.Result, "", meta))
-	case taskstate.Failed:
-		out.fail(storedError(t.Error))
-	default:
-		out.fail(errorf(codeInternal, http.StatusOK, "the task was cancelled: it has no result"))
-	}
-}
-
-// legacyTask is the 2025-11-25 Task view of a record. A tool error is
-// "failed" on this wire ("completed" with isError on 2026-07-28).
-func (s *Server) legacyTask(t *taskstate.Task) map[string]any {
-	status := t.Status
-	if status == taskstate.Completed && (isToolError(t.Result) || t.ResultRef != nil && t.ResultRef.IsError) {
-		status = taskstate.Failed
-	}
-	m := map[string]any{
-		"taskId":        t.ID,
-		"status":        status,
-		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
-		"ttl":           nil,
-	}
-	if t.TTLMs > 0 {
-		m["ttl"] = t.TTLMs
-	}
-	m["pollInterval"] = s.pollInterval(t)
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	} else if status == taskstate.Failed && t.Status == taskstate.Completed {
-		m["statusMessage"] = "the tool reported an error"
-	}
-	return m
-}
-
-func isToolError(result json.RawMessage) bool {
-	var r struct {
-		IsError bool `json:"isError"`
-	}
-	_ = json.Unmarshal(result, &r)
-	return r.IsError
-}
-
-type legacyTaskParams struct {
-	TaskID string `json:"taskId"`
-	Cursor string `json:"cursor"`
-}
-
-func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
-	var p legacyTaskParams
-	if len(c.req.Params) > 0 {
-		if err := json.Unmarshal(c.req.Params, &p); err != nil {
-			writeError(w, c.req.ID, invalidParams("invalid params: "+err.Error()))
-			return
-		}
-	}
-	if c.req.Method == "tasks/list" {
-		s.legacyTasksList(ctx, w, c, p.Cursor)
-		return
-	}
-	if p.TaskID == "" {
-		writeError(w, c.req.ID, invalidParams("invalid params: missing taskId"))
-		return
-	}
-	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
-	if rerr != nil {
-		if rerr.Code == codeInvalidParams {
-			rerr.Message = "Failed to retrieve task: Task not found"
-		}
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	switch c.req.Method {
-	case "tasks/get":
-		writeResult(w, c.req.ID, s.legacyTask(t))
-	case "tasks/cancel":
-		if t.Status.Terminal() {
-			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s.legacyTask(t)["status"])))
-			return
-		}
-		t, err := s.prod.Cancel(ctx, t.ID, "cancelled by the client")
-		if err != nil && !errors.Is(err, producer.ErrTerminal) {
-			s.internalError(w, c.req.ID, "cancelling the task", err)
-			return
-		}
-		writeResult(w, c.req.ID, s.legacyTask(t))
-	case "tasks/result":
-		out := &replier{w: w, id: c.req.ID}
-		final, err := s.streamTask(ctx, r, out, t.ID, streamOpts{related: true, statusNotes: true})
-		if err != nil { // the client went away, or the server is going: the task goes on
-			if e := shutdownError(ctx, "the task goes on: ask for its result again"); e != nil {
-				out.fail(e)
-			}
-			return
-		}
-		s.replyOutcome(out, final, relatedTaskMeta(t.ID))
-	}
-}
-
-func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *legacyCall, cursor string) {
-	tasks, next, err := s.store.List(ctx, c.owner, cursor, legacyListPage)
-	if errors.Is(err, taskstate.ErrBadCursor) {
-		writeError(w, c.req.ID, invalidParams("invalid params: unknown cursor"))
-		return
-	}
-	if err != nil {
-		s.internalError(w, c.req.ID, "listing tasks", err)
-		return
-	}
-	out := make([]map[string]any, 0, len(tasks))
-	for _, t := range tasks {
-		out = append(out, s.legacyTask(t)) // whatever tasks/get shows is listable
-	}
-	res := map[string]any{"tasks": out}
-	if next != "" {
-		res["nextCursor"] = next
-	}
-	writeResult(w, c.req.ID, res)
+	s.legacyInline(ctx, w, r, c, req)
 }
 
 // errNotStarted wraps a failed streamOpts.create.
@@ -572,4 +422,65 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// legacyMeta is the job meta of a 2025-11-25 call: the request's progress
+// token, and the session's log level and client capabilities.
+func legacyMeta(c *legacyCall, reqMeta map[string]json.RawMessage) map[string]json.RawMessage {
+	meta := map[string]json.RawMessage{}
+	if v, ok := reqMeta[vocab.MetaProgressToken]; ok {
+		meta[vocab.MetaProgressToken] = v
+	}
+	if c.sess.LogLevel != "" {
+		meta[vocab.MetaLogLevel], _ = json.Marshal(c.sess.LogLevel)
+	}
+	if len(c.sess.ClientCapabilities) > 0 {
+		meta[vocab.MetaClientCaps] = c.sess.ClientCapabilities
+	}
+	return meta
+}
+
+// legacyInline runs req (a tool call, prompts/get, resources/read or
+// completion/complete of a 2025-era session) while the client waits: input
+// requests reach it as server-to-client requests on the response stream,
+// and the reply is the outcome. The call is cancelled if the client goes
+// away or SyncTimeout passes.
+func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall, req *producer.Request) {
+	// Input requests of a 2025-era call travel on the record (as in a task)
+	// and reach the client as server-to-client requests on a stream.
+	req.Era, req.Mode = taskstate.Era20251125, taskstate.ModeTask
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	defer cancel()
+	out := &replier{w: w, id: c.req.ID}
+	final, err := s.streamTask(ctx, r, out, req.ID, streamOpts{
+		progress: req.Meta[vocab.MetaProgressToken] != nil || req.Meta[vocab.MetaLogLevel] != nil,
+		create:   func() error { _, err := s.prod.Create(ctx, req); return err },
+	})
+	if errors.Is(err, errNotStarted) {
+		s.internalError(w, c.req.ID, "starting the call", err)
+		return
+	}
+	if err != nil {
+		dctx, dcancel := detach(ctx)
+		defer dcancel()
+		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
+		if errors.Is(err, context.DeadlineExceeded) {
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; the call was cancelled", describe(req), s.cfg.SyncTimeout)))
+		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
+			out.fail(e)
+		}
+		return
+	}
+	s.replyOutcome(out, final, nil)
+}
+
+// describe names what a request runs, for messages.
+func describe(req *producer.Request) string {
+	switch req.Kind {
+	case taskstate.KindTool:
+		return fmt.Sprintf("tool %q", clip(req.Tool))
+	case taskstate.KindResource, taskstate.KindTemplate:
+		return "resources/read"
+	}
+	return fmt.Sprintf("%s %q", req.Kind, clip(req.Tool))
 }

@@ -1,4 +1,24 @@
-package mcpfront
+// Package jsonscan reads a JSON document once, strictly, before
+// encoding/json decodes it. encoding/json is lenient where a second parser
+// would not be: the last of duplicate keys wins, field names match
+// case-insensitively ("METHOD" fills Method), and nesting is bounded only by
+// its own limit of 10000. One reader of a document (a proxy, an audit log, a
+// schema validator) could then see another document than the one that is
+// decoded. Check refuses:
+//
+//   - syntax errors and data after the value (Error.Syntax);
+//   - nesting deeper than a limit;
+//   - a key that occurs twice in one object, compared as encoding/json
+//     compares them: after unescaping, with invalid UTF-8 as U+FFFD;
+//   - in the objects a Schema marks Fold (decoded into Go structs), two keys
+//     equal under encoding/json's case folding, and a key that folds to one
+//     of the object's Fields without being it ("Method", "taskID").
+//
+// On the way it notes where the values of the members a Schema names are
+// (Result), so the caller can take them without a second pass. It allocates
+// nothing for ordinary documents (the scanner is pooled; keys are offsets
+// into the document).
+package jsonscan
 
 import (
 	"bytes"
@@ -11,66 +31,113 @@ import (
 	"unicode/utf8"
 )
 
-// The pre-decode check. encoding/json, which decodes every request, is
-// lenient where a second parser would not be: the last of duplicate keys
-// wins, field names match case-insensitively ("METHOD" fills Method), and
-// nesting is bounded only by its own limit of 10000. One reader of a body
-// (a proxy, an audit log, the schema validator of the arguments) could then
-// see another request than the one that runs. checkBody reads the body once,
-// before anything decodes it, and refuses:
-//
-//   - syntax errors and data after the value (-32700);
-//   - nesting deeper than Config.MaxDepth (-32600);
-//   - a key that occurs twice in one object, compared as encoding/json
-//     compares them: after unescaping, with invalid UTF-8 as U+FFFD (-32600);
-//   - in the objects decoded into Go structs (the envelope, params, and the
-//     top level of params.arguments, which a worker decodes into its argument
-//     type), two keys equal under encoding/json's case folding, and in the
-//     envelope and params a key that folds to a field name without being it
-//     ("Method", "taskID") (-32600).
-//
-// On the way it measures params.arguments and counts params.inputResponses,
-// so the size limits need no second pass. It allocates nothing for ordinary
-// requests (the scanner is pooled; keys are offsets into the body).
-
-// bodyInfo is what checkBody learned about a well-formed body.
-type bodyInfo struct {
-	id        []byte // the envelope's raw "id" value, when seen
-	argsLen   int    // bytes of params.arguments (0: absent)
-	inputKeys int    // members of params.inputResponses when an object
-	f         fieldSpans
+// An Object says what the objects at one place in a document are to the
+// caller. A nil *Object has no rules beyond those for every object.
+type Object struct {
+	// Fold: encoding/json decodes the object into a Go struct, matching keys
+	// to field names case-insensitively. Two keys equal under its folding
+	// are refused, and a member is found under any case of its name.
+	Fold bool
+	// Fields are the struct's field names: a key that folds to one without
+	// being it is refused.
+	Fields []string
+	// Members are the members whose values are noted in Result.Spans.
+	Members []Member
 }
 
-// bodyError is a refusal from checkBody. id is the envelope's id when it was
-// read before the problem (and is not the problem), so the error can echo it.
-type bodyError struct {
-	code int
-	msg  string
-	id   []byte
+// A Member is a member whose value's place is noted.
+type Member struct {
+	Name   string
+	Slot   int     // its index in Result.Spans
+	Object *Object // the rules of the value when it is an object
 }
 
-// Field names the front end decodes into Go structs, where encoding/json
-// would take any case variant for them.
-var (
-	envelopeFields = []string{"jsonrpc", "id", "method", "params", "result", "error"}
-	paramsFields   = []string{"_meta", "name", "arguments", "inputResponses", "requestState", "taskId", "cursor", "task", "protocolVersion", "capabilities", "clientInfo", "level"}
-)
+// MaxSlots is how many member values one Result notes.
+const MaxSlots = 24
 
-// role is what an object is to the front end.
-type role uint8
+// Span is where a value is in the document; End 0: absent.
+type Span struct {
+	Off, End int32
+	Members  int32 // the number of members, when the value is an object
+}
 
-const (
-	roleOther    role = iota
-	roleEnvelope      // the top-level object
-	roleParams        // envelope.params
-	roleArgs          // params.arguments
-	roleInputs        // params.inputResponses
-	roleID            // envelope.id
-	roleMeta          // params._meta
-)
+// In is the value's bytes in b, or nil when it is absent.
+func (s Span) In(b []byte) []byte {
+	if s.End == 0 {
+		return nil
+	}
+	return b[s.Off:s.End:s.End]
+}
 
-// strict reports whether keys of this object are also compared case-folded.
-func (r role) strict() bool { return r == roleEnvelope || r == roleParams || r == roleArgs }
+// Len is the value's length in bytes (0: absent).
+func (s Span) Len() int { return int(s.End - s.Off) }
+
+// Result is what Check noted in a well-formed document.
+type Result struct {
+	Spans [MaxSlots]Span
+}
+
+// Error is Check's refusal.
+type Error struct {
+	Syntax bool   // the document is not JSON (else it is, but breaks a rule)
+	What   string // what is wrong
+	Path   string // where, when it is no syntax error: "" at the top level, else like "params.arguments.list[1]"
+	Key    string // the offending key, when a key is the problem
+}
+
+func (e *Error) Error() string {
+	if e.Path == "" {
+		return "jsonscan: " + e.What
+	}
+	return "jsonscan: " + e.What + " in " + e.Path
+}
+
+// A Schema is the root object's rules, checked once.
+type Schema struct{ root *Object }
+
+// NewSchema checks root's slots: each is in range and used once. A mistake
+// is a programming error: it panics.
+func NewSchema(root *Object) *Schema {
+	used := map[int]string{}
+	var walk func(o *Object)
+	walk = func(o *Object) {
+		if o == nil {
+			return
+		}
+		for _, m := range o.Members {
+			if m.Slot < 0 || m.Slot >= MaxSlots {
+				panic(fmt.Sprintf("jsonscan: member %q has slot %d, outside [0, %d)", m.Name, m.Slot, MaxSlots))
+			}
+			if prev, dup := used[m.Slot]; dup {
+				panic(fmt.Sprintf("jsonscan: members %q and %q share slot %d", prev, m.Name, m.Slot))
+			}
+			used[m.Slot] = m.Name
+			walk(m.Object)
+		}
+	}
+	walk(root)
+	return &Schema{root: root}
+}
+
+// member finds the member of o that key k is, as encoding/json would.
+func (o *Object) member(k []byte) *Member {
+	if o == nil {
+		return nil
+	}
+	for i := range o.Members {
+		if string(k) == o.Members[i].Name {
+			return &o.Members[i]
+		}
+	}
+	if o.Fold {
+		for i := range o.Members {
+			if foldEqual(k, []byte(o.Members[i].Name)) {
+				return &o.Members[i]
+			}
+		}
+	}
+	return nil
+}
 
 // keyRef locates an object key: in the body, or (when the key had escapes
 // or invalid UTF-8) in the scanner's arena, as encoding/json would decode it.
@@ -89,63 +156,51 @@ type scanner struct {
 	maxDepth int
 	keys     []keyRef // keys of the objects being read, innermost last
 	arena    []byte
-	info     bodyInfo
-	idSet    bool
+	res      Result
+	members  int32 // members of the value just read, when an object
 }
 
 var scanners = sync.Pool{New: func() any { return new(scanner) }}
 
-// checkBody checks a whole request body (see above).
-func checkBody(b []byte, maxDepth int) (bodyInfo, *bodyError) {
+// Check checks a whole document (see the package comment) with containers
+// nested at most maxDepth deep.
+func (sc *Schema) Check(b []byte, maxDepth int) (Result, *Error) {
 	s := scanners.Get().(*scanner)
-	info, err := s.check(b, maxDepth)
-	// Keep no body alive in the pool, and no giant buffers.
-	s.b, s.info = nil, bodyInfo{}
+	res, err := s.check(b, maxDepth, sc.root)
+	// Keep no document alive in the pool, and no giant buffers.
+	s.b, s.res = nil, Result{}
 	if cap(s.keys) <= 1024 && cap(s.arena) <= 16<<10 {
 		scanners.Put(s)
 	}
-	return info, err
+	return res, err
 }
 
 // scanFailure is an error found while scanning, with the path to it built
 // while the recursion unwinds.
 type scanFailure struct {
-	code int
-	what string // message without the location
-	key  string // the offending key, when a key is the problem
-	path []string
-	deep bool // too deep: the path would only repeat the body
+	syntax bool
+	what   string // message without the location
+	key    string // the offending key, when a key is the problem
+	path   []string
+	deep   bool // too deep: the path would only repeat the body
 }
 
-func (s *scanner) check(b []byte, maxDepth int) (bodyInfo, *bodyError) {
+func (s *scanner) check(b []byte, maxDepth int, root *Object) (Result, *Error) {
 	*s = scanner{b: b, maxDepth: maxDepth, keys: s.keys[:0], arena: s.arena[:0]}
-	f := s.top()
+	f := s.top(root)
 	if f == nil {
-		return s.info, nil
+		return s.res, nil
 	}
-	msg := f.what
-	if f.code == codeInvalidRequest {
-		msg = "invalid request: " + msg
-		if len(f.path) > 0 {
-			slices.Reverse(f.path)
-			msg += " in " + strings.Join(f.path, "")
-		}
-	} else {
-		msg = "parse error: " + msg
-	}
-	e := &bodyError{code: f.code, msg: msg}
-	if f.code == codeInvalidRequest && s.idSet && !(len(f.path) == 0 && foldEqual([]byte(f.key), []byte("id"))) {
-		e.id = s.info.id
-	}
-	return s.info, e
+	slices.Reverse(f.path)
+	return s.res, &Error{Syntax: f.syntax, What: f.what, Path: strings.Join(f.path, ""), Key: f.key}
 }
 
-func (s *scanner) top() *scanFailure {
+func (s *scanner) top(root *Object) *scanFailure {
 	s.ws()
 	if s.i == len(s.b) {
 		return s.syntax("empty body")
 	}
-	if f := s.value(1, roleEnvelope); f != nil {
+	if f := s.value(1, root, true); f != nil {
 		return f
 	}
 	s.ws()
@@ -163,7 +218,7 @@ func (s *scanner) syntax(what string) *scanFailure {
 			what = fmt.Sprintf("invalid character %s at offset %d", quoteByte(s.b[s.i]), s.i)
 		}
 	}
-	return &scanFailure{code: codeParse, what: what}
+	return &scanFailure{syntax: true, what: what}
 }
 
 func quoteByte(c byte) string {
@@ -185,23 +240,25 @@ func (s *scanner) ws() {
 }
 
 // value reads one value at depth (the depth a container here would have).
-// r is the role the value plays; for scalars only roleID matters.
-func (s *scanner) value(depth int, r role) *scanFailure {
+// o holds the rules of an object here; top: the document's value.
+func (s *scanner) value(depth int, o *Object, top bool) *scanFailure {
 	if s.i >= len(s.b) {
 		return s.syntax("")
 	}
-	start := s.i
+	s.members = 0
 	switch c := s.b[s.i]; {
 	case c == '{':
 		if depth > s.maxDepth {
-			return &scanFailure{code: codeInvalidRequest, deep: true, what: fmt.Sprintf("nesting deeper than %d", s.maxDepth)}
+			return &scanFailure{deep: true, what: fmt.Sprintf("nesting deeper than %d", s.maxDepth)}
 		}
-		return s.object(depth, r)
+		return s.object(depth, o, top)
 	case c == '[':
 		if depth > s.maxDepth {
-			return &scanFailure{code: codeInvalidRequest, deep: true, what: fmt.Sprintf("nesting deeper than %d", s.maxDepth)}
+			return &scanFailure{deep: true, what: fmt.Sprintf("nesting deeper than %d", s.maxDepth)}
 		}
-		return s.array(depth)
+		f := s.array(depth)
+		s.members = 0
+		return f
 	case c == '"':
 		if f := s.str(); f != nil {
 			return f
@@ -224,9 +281,6 @@ func (s *scanner) value(depth int, r role) *scanFailure {
 		}
 	default:
 		return s.syntax("")
-	}
-	if r == roleID && !s.idSet {
-		s.info.id, s.idSet = s.b[start:s.i], true
 	}
 	return nil
 }
@@ -453,8 +507,8 @@ func (s *scanner) array(depth int) *scanFailure {
 		return nil
 	}
 	for n := 0; ; n++ {
-		if f := s.value(depth+1, roleOther); f != nil {
-			if f.code == codeInvalidRequest && !f.deep && len(f.path) < 64 {
+		if f := s.value(depth+1, nil, false); f != nil {
+			if !f.syntax && !f.deep && len(f.path) < 64 {
 				f.path = append(f.path, fmt.Sprintf("[%d]", n))
 			}
 			return f
@@ -476,7 +530,7 @@ func (s *scanner) array(depth int) *scanFailure {
 	}
 }
 
-func (s *scanner) object(depth int, r role) *scanFailure {
+func (s *scanner) object(depth int, o *Object, top bool) *scanFailure {
 	s.i++
 	base, arenaBase := len(s.keys), len(s.arena)
 	defer func() { s.keys, s.arena = s.keys[:base], s.arena[:arenaBase] }()
@@ -495,7 +549,7 @@ func (s *scanner) object(depth int, r role) *scanFailure {
 			return f
 		}
 		kb := s.bytesOf(k)
-		if f := s.checkKey(r, kb, s.keys[base:]); f != nil {
+		if f := s.checkKey(o, kb, s.keys[base:]); f != nil {
 			return f
 		}
 		s.keys = append(s.keys, k)
@@ -505,18 +559,21 @@ func (s *scanner) object(depth int, r role) *scanFailure {
 		}
 		s.i++
 		s.ws()
-		child := childRole(r, kb)
+		m := o.member(kb)
+		var child *Object
+		if m != nil {
+			child = m.Object
+		}
 		start := s.i
-		if f := s.value(depth+1, child); f != nil {
-			if f.code == codeInvalidRequest && !f.deep && len(f.path) < 64 {
-				f.path = append(f.path, pathKey(kb, r == roleEnvelope))
+		if f := s.value(depth+1, child, false); f != nil {
+			if !f.syntax && !f.deep && len(f.path) < 64 {
+				f.path = append(f.path, pathKey(kb, top))
 			}
 			return f
 		}
-		if child == roleArgs {
-			s.info.argsLen = s.i - start
+		if m != nil {
+			s.res.Spans[m.Slot] = Span{Off: int32(start), End: int32(s.i), Members: s.members}
 		}
-		s.capture(r, kb, start, s.i)
 		n++
 		s.ws()
 		if s.i >= len(s.b) {
@@ -535,37 +592,12 @@ func (s *scanner) object(depth int, r role) *scanFailure {
 		break
 	}
 	if n > linearKeys {
-		if f := s.sortedCheck(r, s.keys[base:]); f != nil {
+		if f := s.sortedCheck(o, s.keys[base:]); f != nil {
 			return f
 		}
 	}
-	if r == roleInputs {
-		s.info.inputKeys = n
-	}
+	s.members = int32(n)
 	return nil
-}
-
-// childRole is the role of the value under key k of an object playing r.
-func childRole(r role, k []byte) role {
-	switch r {
-	case roleEnvelope:
-		switch string(k) {
-		case "params":
-			return roleParams
-		case "id":
-			return roleID
-		}
-	case roleParams:
-		switch string(k) {
-		case "arguments":
-			return roleArgs
-		case "inputResponses":
-			return roleInputs
-		case "_meta":
-			return roleMeta
-		}
-	}
-	return roleOther
 }
 
 func pathKey(k []byte, top bool) string {
@@ -590,24 +622,19 @@ func quoteKey(k []byte) string {
 }
 
 // checkKey compares a new key with the earlier keys of its object (while the
-// object is small) and, in the envelope and params, with the field names.
-func (s *scanner) checkKey(r role, k []byte, earlier []keyRef) *scanFailure {
+// object is small) and with the object's field names.
+func (s *scanner) checkKey(o *Object, k []byte, earlier []keyRef) *scanFailure {
 	if len(earlier) < linearKeys {
 		for _, e := range earlier {
-			if f := s.clash(r, s.bytesOf(e), k); f != nil {
+			if f := s.clash(o, s.bytesOf(e), k); f != nil {
 				return f
 			}
 		}
 	}
-	var fields []string
-	switch r {
-	case roleEnvelope:
-		fields = envelopeFields
-	case roleParams:
-		fields = paramsFields
-	default:
+	if o == nil {
 		return nil
 	}
+	fields := o.Fields
 	for _, name := range fields {
 		if string(k) == name {
 			return nil
@@ -615,35 +642,33 @@ func (s *scanner) checkKey(r role, k []byte, earlier []keyRef) *scanFailure {
 	}
 	for _, name := range fields {
 		if foldEqual(k, []byte(name)) {
-			return &scanFailure{code: codeInvalidRequest, key: string(k),
-				what: fmt.Sprintf("key %s must be spelled %q", quoteKey(k), name)}
+			return &scanFailure{key: string(k), what: fmt.Sprintf("key %s must be spelled %q", quoteKey(k), name)}
 		}
 	}
 	return nil
 }
 
 // clash reports two keys of one object that must not both be there.
-func (s *scanner) clash(r role, a, b []byte) *scanFailure {
+func (s *scanner) clash(o *Object, a, b []byte) *scanFailure {
 	if bytes.Equal(a, b) {
-		return &scanFailure{code: codeInvalidRequest, key: string(b), what: "duplicate key " + quoteKey(b)}
+		return &scanFailure{key: string(b), what: "duplicate key " + quoteKey(b)}
 	}
-	if r.strict() && foldEqual(a, b) {
-		return &scanFailure{code: codeInvalidRequest, key: string(b),
-			what: fmt.Sprintf("key %s differs only in case from key %s", quoteKey(b), quoteKey(a))}
+	if o != nil && o.Fold && foldEqual(a, b) {
+		return &scanFailure{key: string(b), what: fmt.Sprintf("key %s differs only in case from key %s", quoteKey(b), quoteKey(a))}
 	}
 	return nil
 }
 
 // sortedCheck finds clashing keys of a big object by sorting them.
-func (s *scanner) sortedCheck(r role, keys []keyRef) *scanFailure {
+func (s *scanner) sortedCheck(o *Object, keys []keyRef) *scanFailure {
 	cmp := func(a, b keyRef) int { return bytes.Compare(s.bytesOf(a), s.bytesOf(b)) }
-	if r.strict() {
+	if o != nil && o.Fold {
 		cmp = func(a, b keyRef) int { return foldCompare(s.bytesOf(a), s.bytesOf(b)) }
 	}
 	slices.SortFunc(keys, cmp)
 	for i := 1; i < len(keys); i++ {
 		if cmp(keys[i-1], keys[i]) == 0 {
-			return s.clash(r, s.bytesOf(keys[i-1]), s.bytesOf(keys[i]))
+			return s.clash(o, s.bytesOf(keys[i-1]), s.bytesOf(keys[i]))
 		}
 	}
 	return nil
@@ -691,3 +716,19 @@ func foldCompare(a, b []byte) int {
 }
 
 func foldEqual(a, b []byte) bool { return foldCompare(a, b) == 0 }
+
+// EqualFold reports whether encoding/json would match a key a to a struct
+// field named b.
+func EqualFold(a, b string) bool { return foldEqual([]byte(a), []byte(b)) }
+
+// PlainString is the value of a JSON string or null that needs no
+// unescaping, and false for anything else.
+func PlainString(v []byte) (string, bool) {
+	switch {
+	case v == nil || string(v) == "null":
+		return "", true
+	case len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v):
+		return string(v[1 : len(v)-1]), true
+	}
+	return "", false
+}

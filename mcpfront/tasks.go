@@ -1,0 +1,321 @@
+package mcpfront
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/producer"
+	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
+)
+
+// The task methods of both revisions: 2025-11-25's tasks/get, result, list
+// and cancel (legacyTasks) and 2026-07-28's tasks/get, update and cancel
+// (the tasks extension). Both read the same records through ownedTask, so
+// another owner's task is an unknown one on either wire, and both store a
+// client's answers to input requests through answerInputs; only the views
+// differ (legacyTask, and detailedTask in wire.go).
+
+// legacyTask is the 2025-11-25 Task view of a record. A tool error is
+// "failed" on this wire ("completed" with isError on 2026-07-28).
+func (s *Server) legacyTask(t *taskstate.Task) map[string]any {
+	status := t.Status
+	if status == taskstate.Completed && (isToolError(t.Result) || t.ResultRef != nil && t.ResultRef.IsError) {
+		status = taskstate.Failed
+	}
+	m := map[string]any{
+		"taskId":        t.ID,
+		"status":        status,
+		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
+		"ttl":           nil,
+	}
+	if t.TTLMs > 0 {
+		m["ttl"] = t.TTLMs
+	}
+	m["pollInterval"] = s.pollInterval(t)
+	if t.StatusMessage != "" {
+		m["statusMessage"] = t.StatusMessage
+	} else if status == taskstate.Failed && t.Status == taskstate.Completed {
+		m["statusMessage"] = "the tool reported an error"
+	}
+	return m
+}
+
+func isToolError(result json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	_ = json.Unmarshal(result, &r)
+	return r.IsError
+}
+
+type legacyTaskParams struct {
+	TaskID string `json:"taskId"`
+	Cursor string `json:"cursor"`
+}
+
+func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
+	if !c.tasks() {
+		writeError(w, c.req.ID, errorf(vocab.CodeMethodNotFound, http.StatusOK, "Method not found: "+clip(c.req.Method)+" (tasks need protocol version "+version20251125+")"))
+		return
+	}
+	var p legacyTaskParams
+	if len(c.req.Params) > 0 {
+		if err := json.Unmarshal(c.req.Params, &p); err != nil {
+			writeError(w, c.req.ID, invalidParams("invalid params: "+err.Error()))
+			return
+		}
+	}
+	if c.req.Method == "tasks/list" {
+		s.legacyTasksList(ctx, w, c, p.Cursor)
+		return
+	}
+	if p.TaskID == "" {
+		writeError(w, c.req.ID, invalidParams("invalid params: missing taskId"))
+		return
+	}
+	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
+	if rerr != nil {
+		if rerr.Code == vocab.CodeInvalidParams {
+			rerr.Message = "Failed to retrieve task: Task not found"
+		}
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	switch c.req.Method {
+	case "tasks/get":
+		writeResult(w, c.req.ID, s.legacyTask(t))
+	case "tasks/cancel":
+		if t.Status.Terminal() {
+			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s.legacyTask(t)["status"])))
+			return
+		}
+		t, err := s.prod.Cancel(ctx, t.ID, "cancelled by the client")
+		if err != nil && !errors.Is(err, producer.ErrTerminal) {
+			s.internalError(w, c.req.ID, "cancelling the task", err)
+			return
+		}
+		writeResult(w, c.req.ID, s.legacyTask(t))
+	case "tasks/result":
+		out := &replier{w: w, id: c.req.ID}
+		final, err := s.streamTask(ctx, r, out, t.ID, streamOpts{related: true, statusNotes: true})
+		if err != nil { // the client went away, or the server is going: the task goes on
+			if e := shutdownError(ctx, "the task goes on: ask for its result again"); e != nil {
+				out.fail(e)
+			}
+			return
+		}
+		s.replyOutcome(out, final, relatedTaskMeta(t.ID))
+	}
+}
+
+func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *legacyCall, cursor string) {
+	tasks, next, err := s.store.List(ctx, c.owner, cursor, legacyListPage)
+	if errors.Is(err, taskstate.ErrBadCursor) {
+		writeError(w, c.req.ID, invalidParams("invalid params: unknown cursor"))
+		return
+	}
+	if err != nil {
+		s.internalError(w, c.req.ID, "listing tasks", err)
+		return
+	}
+	out := make([]map[string]any, 0, len(tasks))
+	for _, t := range tasks {
+		out = append(out, s.legacyTask(t)) // whatever tasks/get shows is listable
+	}
+	res := map[string]any{"tasks": out}
+	if next != "" {
+		res["nextCursor"] = next
+	}
+	writeResult(w, c.req.ID, res)
+}
+
+// replyOutcome answers with what the call would have returned: the result
+// (tool errors included), or the JSON-RPC error of a failed task.
+func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMessage) {
+	t, err := s.resolved(context.Background(), t)
+	if err != nil {
+		s.log.Error().Err(err).Msg("replying with a task's outcome")
+		out.fail(resultMissing(err))
+		return
+	}
+	switch t.Status {
+	case taskstate.Completed:
+		out.result(reshape(t.Result, "", meta))
+	case taskstate.Failed:
+		out.fail(storedError(t.Error))
+	default:
+		out.fail(errorf(vocab.CodeInternalError, http.StatusOK, "the task was cancelled: it has no result"))
+	}
+}
+
+type taskParams struct {
+	TaskID         string                     `json:"taskId"`
+	InputResponses map[string]json.RawMessage `json:"inputResponses"`
+}
+
+// taskFor decodes params, checks the extension was declared and loads the
+// task the caller may see. Another principal's task looks exactly like an
+// unknown one.
+func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.Task, *rpcError) {
+	if !c.tasksExt {
+		return nil, nil, errorf(vocab.CodeMissingCapability, http.StatusBadRequest, c.req.Method+" needs the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
+			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
+	}
+	var p taskParams
+	if c.p.TaskID != nil && unmarshalString(c.p.TaskID, &p.TaskID) != nil {
+		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
+	}
+	if c.p.InputResponses != nil && json.Unmarshal(c.p.InputResponses, &p.InputResponses) != nil {
+		return nil, nil, invalidParams("invalid params: inputResponses must be an object mapping request keys to results")
+	}
+	if p.TaskID == "" {
+		return nil, nil, invalidParams("invalid params: missing taskId")
+	}
+	t, rerr := s.ownedTask(ctx, c.req.Method, p.TaskID, c.owner)
+	return &p, t, rerr
+}
+
+// ownedTask loads a task owner may see; another owner's task gets exactly
+// the answer an unknown id gets. Such a refusal is written to the audit log
+// (method is what was attempted). A finished task read here counts towards
+// its tool's typical duration (poll.go).
+func (s *Server) ownedTask(ctx context.Context, method, id, owner string) (*taskstate.Task, *rpcError) {
+	t, err := s.store.Get(ctx, id)
+	if err == nil && t.Owner != owner {
+		s.log.Warn().Bool("audit", true).Str("principal", owner).Str("method", method).Str("task", id).Str("task_owner", t.Owner).
+			Msg("task access denied: the task belongs to another principal")
+	}
+	if errors.Is(err, taskstate.ErrNotFound) || err == nil && t.Owner != owner {
+		return nil, invalidParams("Task not found: " + clip(id))
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("task", id).Msg("reading task")
+		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading task")
+	}
+	s.durations.observe(t)
+	return t, nil
+}
+
+func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+	_, t, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if s.streamResult(ctx, w, c.req.ID, t) {
+		return
+	}
+	t, err := s.resolved(ctx, t)
+	if err != nil {
+		s.log.Error().Err(err).Msg("tasks/get")
+		writeError(w, c.req.ID, resultMissing(err))
+		return
+	}
+	writeResult(w, c.req.ID, s.detailedTask(t))
+}
+
+func (s *Server) ack(w http.ResponseWriter, id json.RawMessage) {
+	writeResult(w, id, map[string]any{"resultType": resultComplete, "_meta": s.resultMeta()})
+}
+
+func (s *Server) tasksCancel(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+	p, t, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if !t.Status.Terminal() {
+		if _, err := s.prod.Cancel(ctx, p.TaskID, "cancelled by the client"); err != nil && !errors.Is(err, producer.ErrTerminal) {
+			s.internalError(w, c.req.ID, "cancelling the task", err)
+			return
+		}
+	}
+	s.ack(w, c.req.ID)
+}
+
+func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
+	p, t, rerr := s.taskFor(ctx, c)
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	if p.InputResponses == nil {
+		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object mapping request keys to results"))
+		return
+	}
+	if rerr := s.answerInputs(ctx, t, p.InputResponses, true); rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
+	s.ack(w, c.req.ID)
+}
+
+// answerInputs stores answers to a task's outstanding input requests (from
+// tasks/update, or a 2025-11-25 client's response): every answer is checked
+// before anything changes; keys not outstanding are ignored. The worker
+// waiting on the task sees them through the record's change feed, on
+// whichever replica this runs.
+func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses map[string]json.RawMessage, validate bool) *rpcError {
+	for k, v := range responses {
+		if !validate {
+			break
+		}
+		raw, open := t.InputRequests[k]
+		if !open {
+			continue
+		}
+		var req struct {
+			Method string `json:"method"`
+		}
+		_ = json.Unmarshal(raw, &req)
+		if err := validateInputResponse(req.Method, v); err != nil {
+			return invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err))
+		}
+	}
+	resume := false
+	t, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
+		resume = false
+		n := 0
+		for k, v := range responses {
+			if _, ok := t.InputRequests[k]; !ok {
+				continue
+			}
+			if t.InputResponses == nil {
+				t.InputResponses = map[string]json.RawMessage{}
+			}
+			t.InputResponses[k] = v
+			delete(t.InputRequests, k)
+			n++
+		}
+		if n == 0 {
+			return taskstate.ErrSkip
+		}
+		if len(t.InputRequests) == 0 && t.Status == taskstate.InputRequired {
+			t.Status = taskstate.Working
+			if t.Parked != nil {
+				// The task waited with no run: this write resumes it
+				// (one writer wins), under a fresh dedupe key.
+				t.Parked = nil
+				t.Requeues++
+				resume = true
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
+		s.log.Error().Err(err).Str("task", t.ID).Msg("storing input responses")
+		return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: storing input responses")
+	}
+	if resume && err == nil {
+		// The answers are stored: a failed publish is the reaper's to
+		// repeat, not the client's to resend.
+		_ = s.prod.Resume(ctx, t)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package vocab is the words every part of mcpqueue shares, in one place so
+// that two binaries built from different modules cannot disagree on them:
+// the keys of a job's meta (what the front end fills in and a handler's call
+// reads), the JSON-RPC and MCP error codes, and the rule for a plain name
+// (task ids, bus keys). It imports only the standard library, so any package
+// may use it, the seams broker and taskstate included.
+package vocab
+
+// Keys of a job's meta (broker.Job.Meta, taskstate.Task.Meta) the front end
+// fills in from the request and a handler's call reads. The trace context
+// travels under telemetry.MetaTraceParent and telemetry.MetaTraceState.
+const (
+	// MetaProgressToken is the client's progress token: the call may report
+	// progress.
+	MetaProgressToken = "progressToken"
+	// MetaLogLevel is the least level of log messages the client wants.
+	MetaLogLevel = "logLevel"
+	// MetaClientCaps are the client's capabilities (elicitation, sampling…).
+	MetaClientCaps = "clientCapabilities"
+	// MetaInputResponses are the client's answers to the call's input
+	// requests, gathered before the job was enqueued.
+	MetaInputResponses = "inputResponses"
+)
+
+// JSON-RPC 2.0 error codes.
+const (
+	CodeParseError     = -32700 // the body is not JSON
+	CodeInvalidRequest = -32600 // JSON, but not a valid request
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+)
+
+// MCP error codes, in the implementation-defined server range (-32000 to
+// -32099).
+const (
+	// CodeResourceNotFound is 2025-11-25's unknown resource (2026-07-28
+	// answers CodeInvalidParams).
+	CodeResourceNotFound = -32002
+	// CodeHeaderMismatch: a required header is missing or disagrees with the
+	// body (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*).
+	CodeHeaderMismatch = -32020
+	// CodeMissingCapability: the request needs a capability or extension the
+	// client did not declare.
+	CodeMissingCapability = -32021
+	// CodeUnsupportedVersion: the protocol version is not one the server
+	// speaks.
+	CodeUnsupportedVersion = -32022
+	// CodeLimited: refused by a limit (rate, active tasks, open streams).
+	CodeLimited = -32029
+)
+
+// PlainName reports whether s is one plain name: not empty, and only ASCII
+// letters, digits, "_" and "-". Such a name cannot widen a wildcard
+// subscription or reach another channel when a bus puts it into a subject or
+// channel name, and is safe in an HTTP header or a store key.
+func PlainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type principalKey struct{}
@@ -36,6 +37,6 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		}
 	}
 	s.log.Info().Str("remote", r.RemoteAddr).Int("status", status).Err(err).Msg("request refused by authentication")
-	writeError(w, nil, errorf(codeInvalidRequest, status, http.StatusText(status)+": "+err.Error()))
+	writeError(w, nil, errorf(vocab.CodeInvalidRequest, status, http.StatusText(status)+": "+err.Error()))
 	return r, false
 }

@@ -77,8 +77,3 @@ func (e *rpcError) httpStatus() int {
 	}
 	return http.StatusOK
 }
-
-// codeInvalidRequest is vocab.CodeInvalidRequest under the name auth.go
-// still uses: auth.go moves to package auth on another branch, and this
-// alias goes once that lands.
-const codeInvalidRequest = vocab.CodeInvalidRequest

@@ -329,7 +329,7 @@ var (
 var ErrLeaseLost = errors.New("membroker: the delivery no longer holds its job (lease lapsed or settled)")
 
 func (d *delivery) Job() *broker.Job { return d.e.job }
-func (d *delivery) Attempt() int     { return d.attempt }
+func (d *delivery) Delivered() int   { return d.attempt }
 
 // RedeliversAfterLease implements broker.Redeliverer: a hand-out whose
 // lease lapses without Ack or Extend is handed out again.

@@ -30,6 +30,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/memstate"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Harness runs a Mux's handlers on a consumer.Worker with in-memory seams.
@@ -149,9 +150,9 @@ func Owner(principal string) Option {
 
 // clientMeta is the request context the harness's client sends.
 var clientMeta = map[string]json.RawMessage{
-	consumer.MetaProgressToken: json.RawMessage(`"consumertest"`),
-	consumer.MetaLogLevel:      json.RawMessage(`"debug"`),
-	consumer.MetaClientCaps:    json.RawMessage(`{"elicitation":{},"sampling":{},"roots":{}}`),
+	vocab.MetaProgressToken: json.RawMessage(`"consumertest"`),
+	vocab.MetaLogLevel:      json.RawMessage(`"debug"`),
+	vocab.MetaClientCaps:    json.RawMessage(`{"elicitation":{},"sampling":{},"roots":{}}`),
 }
 
 // Call runs tool with args (encoded to JSON, as a client sends them) and

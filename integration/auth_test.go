@@ -60,10 +60,6 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, body
 }
 
-func authPrefix(t *testing.T) string {
-	return "it" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-}
-
 // TestAuthAPITokens runs the shared token table against the real api
 // binary trusting a test issuer whose JWKS is served on loopback: the
 // status and WWW-Authenticate challenge for each token, the protected
@@ -72,7 +68,7 @@ func authPrefix(t *testing.T) string {
 func TestAuthAPITokens(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, "nats", prefix)
 	iss := authtest.NewIssuer(t, auth.RS256)
 	scopes := []string{"mcp:tools", "mcp:tasks"}
@@ -176,7 +172,7 @@ func TestAuthAPIStartup(t *testing.T) {
 	refused("--auth-issuer is required", "--auth-jwks-url", iss.JWKSURL)
 	refused("must be https", "--auth-jwks-url", "http://idp.example/jwks", "--auth-issuer", iss.URL)
 
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, "nats", prefix)
 	serve := func(name string, port int, args ...string) string {
 		t.Helper()
@@ -244,7 +240,7 @@ func TestAuthAPIStartup(t *testing.T) {
 func TestAuthConsoleTenantAdmins(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, "nats", prefix)
 	iss := authtest.NewIssuer(t, auth.RS256)
 	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,

@@ -187,21 +187,11 @@ func officialSystemWith(t *testing.T, broker string, workerBin func(*harness.Bin
 	t.Helper()
 	b := harness.Build(t)
 	officialNode(t) // fail early (and install once) before starting processes
-	prefix := "oc" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	prefix := harness.Prefix("oc", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	mcpURL, _ = harness.API(t, b, be, prefix, apiArgs...)
 	worker = harness.Worker(t, workerBin(b), "worker", be, prefix)
 	return mcpURL, worker
-}
-
-// officialOnBrokers runs f as a parallel subtest per broker.
-func officialOnBrokers(t *testing.T, f func(t *testing.T, broker string)) {
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			f(t, broker)
-		})
-	}
 }
 
 func demoWorker(b *harness.Bins) string        { return b.Worker }
@@ -221,7 +211,7 @@ func taskFromGo(t *testing.T, mcpURL, id string) *harness.Task {
 // Acceptance: the official client calls a task tool and settles it.
 func TestOfficialClientSettlesTask(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
@@ -247,7 +237,7 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 // task it settles.
 func TestOfficialClientAdaptiveCompletion(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		// A bound no pickup misses, even an idle Asynq worker's first poll
 		// on a loaded machine: the test is about the client, not the bound.
 		mcpURL, _ := officialSystemWith(t, broker, demoWorker, "--inline-wait", "1s")
@@ -266,7 +256,7 @@ func TestOfficialClientAdaptiveCompletion(t *testing.T) {
 // server reports it cancelled and the handler sees the cancellation.
 func TestOfficialClientCancels(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, w := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
@@ -294,7 +284,7 @@ func TestOfficialClientCancels(t *testing.T) {
 // tasks/update → completed) with its onInputRequest handler, asked once.
 func TestOfficialClientElicitation(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
 		s := runOfficialClient(t, mcpURL, "elicit")

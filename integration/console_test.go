@@ -114,7 +114,7 @@ func TestConsoleBrowser(t *testing.T) {
 
 func consoleBrowser(t *testing.T, path, broker string) {
 	b := harness.Build(t)
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	iss := authtest.NewIssuer(t, auth.RS256)
 	mcpURL, _ := harness.API(t, b, be, prefix,

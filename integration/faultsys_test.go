@@ -57,7 +57,7 @@ type faultSystem struct {
 
 // faultPrefix names a test's streams, buckets and keys.
 func faultPrefix(t *testing.T) string {
-	return "flt" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(strings.TrimPrefix(t.Name(), "TestFault")))
+	return harness.Prefix("flt", strings.TrimPrefix(t.Name(), "TestFault"))
 }
 
 // newFaultSystem sets up a system on be without starting anything. Workers

@@ -28,7 +28,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	t.Parallel()
 	const timeout = 2 * time.Second
 	b := harness.Build(t)
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, "nats", prefix)
 	iss := authtest.NewIssuer(t, auth.ES256)
 	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,

@@ -27,7 +27,7 @@ type system struct {
 func newSystem(t *testing.T, broker string, apiArgs ...string) *system {
 	t.Helper()
 	b := harness.Build(t)
-	prefix := "it" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	mcpURL, api := harness.API(t, b, be, prefix, apiArgs...)
 	return &system{bins: b, be: be, prefix: prefix, mcpURL: mcpURL, api: api}
@@ -40,10 +40,15 @@ func onBrokers(t *testing.T, f func(t *testing.T, s *system)) {
 
 // onBrokersWith is onBrokers with extra api arguments.
 func onBrokersWith(t *testing.T, apiArgs []string, f func(t *testing.T, s *system)) {
+	eachBroker(t, func(t *testing.T, broker string) { f(t, newSystem(t, broker, apiArgs...)) })
+}
+
+// eachBroker runs f as a parallel subtest per broker.
+func eachBroker(t *testing.T, f func(t *testing.T, broker string)) {
 	for _, broker := range brokers {
 		t.Run(broker, func(t *testing.T) {
 			t.Parallel()
-			f(t, newSystem(t, broker, apiArgs...))
+			f(t, broker)
 		})
 	}
 }

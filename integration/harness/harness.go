@@ -53,6 +53,12 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// Prefix is tag and the test name (lower case, "/" and "-" as "_"): the
+// stream, bucket and key prefix of one test, so tests run side by side.
+func Prefix(tag, testName string) string {
+	return tag + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName))
+}
+
 // Build compiles api, worker, the conformance worker and nats-server (from
 // the module version in go.mod) into a temp dir, once.
 func Build(t testing.TB) *Bins {

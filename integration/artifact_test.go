@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth"
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -22,15 +21,9 @@ import (
 func TestArtifacts(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		b := harness.Build(t)
-		prefix := harness.Prefix("it", t.Name())
-		be := harness.NewBackend(t, b, broker, prefix)
-		iss := authtest.NewIssuer(t, auth.RS256)
-		mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--task-ttl", "4s")
-		harness.Worker(t, b.Worker, "worker", be, prefix)
-		s := &system{bins: b, be: be, prefix: prefix, mcpURL: mcpURL}
-		mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-		alice, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
+		s := newAuthSystem(t, broker, auth.RS256, "--task-ttl", "4s")
+		s.worker(t, "worker")
+		alice, bob := s.client(t, "alice"), s.client(t, "bob")
 
 		read := func(c *harness.Client, uri string) (string, error) {
 			var res struct {

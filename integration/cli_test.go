@@ -144,14 +144,7 @@ func TestTasksCLI(t *testing.T) {
 		start := time.Now()
 		r = s.tasksCLI(t, "cancel", running, done, unknown)
 		r.want(t, 1, running+": cancelled\n", done+": already terminal (completed)\n", unknown+": not found\n")
-		harness.Eventually(t, 5*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, running) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the handler never observed the CLI's cancel"
-		})
+		w.WaitLine(t, 5*time.Second, running, "handler observed cancellation")
 		t.Logf("the CLI's cancel reached the handler within %s", time.Since(start))
 		if tk := c.WaitStatus(t, running, 5*time.Second, "cancelled"); !strings.Contains(tk.StatusMessage, "operator") {
 			t.Fatalf("cancelled task says %q", tk.StatusMessage)

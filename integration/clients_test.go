@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -269,14 +268,7 @@ func TestOfficialClientCancels(t *testing.T) {
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
 			t.Fatalf("tasks/get from Go after cancel: %+v", tk)
 		}
-		harness.Eventually(t, 10*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the wait handler never observed the cancellation of " + s.TaskID
-		})
+		w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
 	})
 }
 
@@ -309,35 +301,17 @@ func TestAllInOneWithOfficialClient(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
 	officialNode(t)
-	port, natsPort := harness.FreePort(t), harness.FreePort(t)
-	api := harness.Start(t, "api-all-in-one", b.API,
-		[]string{"NATS_URL=", "MCPQ_PREFIX="}, // nothing from the environment may turn off all-in-one
-		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--log-json")
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	harness.Eventually(t, 30*time.Second, func() (bool, string) {
-		if api.Exited() {
-			t.Fatalf("all-in-one api exited:\n%s", api.Output())
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	mcpURL, _, api := harness.AllInOne(t, b)
 	if out := api.Output(); !strings.Contains(out, `"all_in_one":true`) {
 		t.Fatalf("api did not start all-in-one:\n%s", out)
 	}
 
-	s := runOfficialClient(t, base+"/mcp", "list-and-settle", "render_report", `{"title":"fresh checkout","pages":2}`, "2 pages rendered")
+	s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"fresh checkout","pages":2}`, "2 pages rendered")
 	if s.Status != "completed" {
 		t.Fatalf("summary %+v", s)
 	}
 	// The task is durable in the embedded JetStream: a second client reads it back.
-	if tk := taskFromGo(t, base+"/mcp", s.TaskID); tk.Status != "completed" {
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth"
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -16,14 +15,9 @@ import (
 func TestFairShare(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		b := harness.Build(t)
-		prefix := harness.Prefix("it", t.Name())
-		be := harness.NewBackend(t, b, broker, prefix)
-		iss := authtest.NewIssuer(t, auth.RS256)
-		mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
-		w := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--concurrency", "4")
-		mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-		a, c := authClient(mcpURL, mint("principal-a")), authClient(mcpURL, mint("principal-c"))
+		s := newAuthSystem(t, broker, auth.RS256)
+		w := s.conformanceWorker(t, "fixtures", "--concurrency", "4")
+		a, c := s.client(t, "principal-a"), s.client(t, "principal-c")
 		long := startAll(t, a, 40, "slow_compute", map[string]any{"seconds": 60})
 		harness.Eventually(t, 20*time.Second, func() (bool, string) {
 			n := strings.Count(w.Output(), `"message":"task running"`)

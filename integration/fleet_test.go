@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -70,24 +69,10 @@ func TestFleetMixedPools(t *testing.T) {
 			be     harness.Backend
 		)
 		if broker == "nats" {
-			port, natsPort := harness.FreePort(t), harness.FreePort(t)
-			api = harness.Start(t, "api-all-in-one", b.API, []string{"NATS_URL=", "MCPQ_PREFIX="},
-				"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-				"--data-dir", filepath.Join(t.TempDir(), "data"), "--log-json")
-			mcpURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-			be = harness.NATSBackend(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+			var natsURL string
+			mcpURL, natsURL, api = harness.AllInOne(t, b)
+			be = harness.NATSBackend(natsURL)
 			prefix = "mcpq" // the all-in-one api's own
-			harness.Eventually(t, 30*time.Second, func() (bool, string) {
-				if api.Exited() {
-					t.Fatalf("all-in-one api exited:\n%s", api.Output())
-				}
-				resp, err := http.Get(strings.TrimSuffix(mcpURL, "/mcp") + "/healthz")
-				if err != nil {
-					return false, err.Error()
-				}
-				resp.Body.Close()
-				return resp.StatusCode == 200, resp.Status
-			})
 		} else {
 			be = harness.NewBackend(t, b, broker, prefix)
 			mcpURL, api = harness.API(t, b, be, prefix)

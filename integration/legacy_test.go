@@ -156,14 +156,7 @@ func TestLegacyClientCancels(t *testing.T) {
 		if s.ElapsedMs >= 60000 {
 			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
 		}
-		harness.Eventually(t, 10*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the wait handler never observed the cancellation of " + s.TaskID
-		})
+		w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
 	})
 }
 
@@ -426,14 +419,7 @@ func TestSessionAcrossReplicas(t *testing.T) {
 		if r := sess.try(urlB, "tasks/cancel", map[string]any{"taskId": id}); r.Status != http.StatusOK || r.Error == nil || r.Error.Code != -32602 {
 			t.Fatalf("second tasks/cancel on B: HTTP %d, error %v, body %s; want HTTP 200 with -32602", r.Status, r.Error, r.Body)
 		}
-		harness.Eventually(t, 10*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, id) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the wait handler never observed the cancellation of " + id
-		})
+		w.WaitLine(t, 10*time.Second, id, "handler observed cancellation")
 
 		// Another session (opened on B) neither lists nor reads the task.
 		other := initializeLegacy(t, urlB, "replica-test-other")

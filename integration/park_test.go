@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth"
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -151,14 +150,9 @@ func TestParkInputTimeout(t *testing.T) {
 func TestParkWaitingCap(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		b := harness.Build(t)
-		prefix := harness.Prefix("it", t.Name())
-		be := harness.NewBackend(t, b, broker, prefix)
-		iss := authtest.NewIssuer(t, auth.RS256)
-		mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
-		w := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--park-after", "500ms", "--max-waiting-input", "2")
-		mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-		alice, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
+		s := newAuthSystem(t, broker, auth.RS256)
+		w := s.conformanceWorker(t, "fixtures", "--park-after", "500ms", "--max-waiting-input", "2")
+		alice, bob := s.client(t, "alice"), s.client(t, "bob")
 		for range 2 {
 			id := alice.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
 			awaitInput(t, alice, id)

@@ -131,14 +131,7 @@ func TestCancelRunningTask(t *testing.T) {
 		}
 		// The handler's ctx ended: it logged that it saw the cancellation.
 		w.WaitOutput(t, fmt.Sprintf(`"task":"%s"`, id), 5*time.Second)
-		harness.Eventually(t, 5*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, id) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "handler never observed cancellation"
-		})
+		w.WaitLine(t, 5*time.Second, id, "handler observed cancellation")
 		t.Logf("cancel reached the handler within %s", time.Since(start))
 
 		// Cancel is idempotent on a terminal task: still an ack.

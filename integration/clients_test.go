@@ -207,6 +207,46 @@ func taskFromGo(t *testing.T, mcpURL, id string) *harness.Task {
 	return tk
 }
 
+// wantReport fails the test unless s is a completed render_report task
+// whose text is the 2-page report.
+func wantReport(t *testing.T, s clientSummary) {
+	t.Helper()
+	if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, `"pages":2`) {
+		t.Fatalf("result text %q lacks the report", s.Text)
+	}
+}
+
+// wantCancelled fails the test unless s is a wait task cancelled before its
+// 60 s ran out, whose handler (on worker w) saw the cancellation.
+func wantCancelled(t *testing.T, s clientSummary, w *harness.Proc) {
+	t.Helper()
+	if s.Status != "cancelled" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.ElapsedMs >= 60000 {
+		t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
+	}
+	w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
+}
+
+// wantElicited fails the test unless s is a completed confirm_delete task
+// whose text contains text, after the client answered one input request.
+func wantElicited(t *testing.T, s clientSummary, text string) {
+	t.Helper()
+	if s.Tool != "confirm_delete" || s.Status != "completed" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, text) {
+		t.Fatalf("result text %q, want it to contain %s", s.Text, text)
+	}
+	if s.InputRequests == nil || *s.InputRequests != 1 {
+		t.Fatalf("the client's input handler ran %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
+	}
+}
+
 // Acceptance: the official client calls a task tool and settles it.
 func TestOfficialClientSettlesTask(t *testing.T) {
 	t.Parallel()
@@ -214,12 +254,7 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, `"pages":2`) {
-			t.Fatalf("result text %q lacks the report", s.Text)
-		}
+		wantReport(t, s)
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
 		}
@@ -259,16 +294,10 @@ func TestOfficialClientCancels(t *testing.T) {
 		mcpURL, w := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
-		if s.Status != "cancelled" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if s.ElapsedMs >= 60000 {
-			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
-		}
+		wantCancelled(t, s, w)
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
 			t.Fatalf("tasks/get from Go after cancel: %+v", tk)
 		}
-		w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
 	})
 }
 
@@ -280,15 +309,7 @@ func TestOfficialClientElicitation(t *testing.T) {
 		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
 		s := runOfficialClient(t, mcpURL, "elicit")
-		if s.Tool != "confirm_delete" || s.Status != "completed" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, "Deleted") {
-			t.Fatalf("result text %q, want it to contain Deleted", s.Text)
-		}
-		if s.InputRequests == nil || *s.InputRequests != 1 {
-			t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
-		}
+		wantElicited(t, s, "Deleted")
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "Deleted") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
 		}

@@ -22,28 +22,19 @@ import (
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
-// legacySummary is the one-line JSON sdk-v1-tasks.mjs prints last.
+// legacySummary is the one-line JSON sdk-v1-tasks.mjs prints last: what
+// ext-tasks.mjs prints, and more.
 type legacySummary struct {
-	OK            bool     `json:"ok"`
-	Scenario      string   `json:"scenario"`
-	Reason        string   `json:"reason"`
-	Tool          string   `json:"tool"`
-	TaskID        string   `json:"taskId"`
+	clientSummary
 	TaskIDs       []string `json:"taskIds"`
 	ListedA       []string `json:"listedA"`
 	ListedB       []string `json:"listedB"`
 	SessionA      string   `json:"sessionA"`
 	SessionB      string   `json:"sessionB"`
-	Status        string   `json:"status"`
-	Statuses      []string `json:"statuses"`
 	StatusMessage string   `json:"statusMessage"`
-	Text          string   `json:"text"`
 	StreamError   string   `json:"streamError"`
-	InputRequests *int     `json:"inputRequests"`
 	InputID       string   `json:"inputId"`
 	TTL           *int     `json:"ttl"`
-	ElapsedMs     int      `json:"elapsedMs"`
-	Requests      int      `json:"requests"`
 }
 
 // runLegacyClient runs sdk-v1-tasks.mjs SCENARIO against mcpURL with the
@@ -63,12 +54,7 @@ func TestLegacyClientStreamResult(t *testing.T) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "stream-result", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, `"pages":2`) {
-			t.Fatalf("result text %q lacks the report", s.Text)
-		}
+		wantReport(t, s.clientSummary)
 		if s.TTL == nil || *s.TTL != 60000 {
 			t.Fatalf("created task ttl %v, want the requested 60000", s.TTL)
 		}
@@ -109,15 +95,7 @@ func TestLegacyClientElicitation(t *testing.T) {
 		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
 		s := runLegacyClient(t, mcpURL, "elicit", "report.pdf")
-		if s.Tool != "confirm_delete" || s.Status != "completed" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, "Deleted report.pdf") {
-			t.Fatalf("result text %q, want Deleted report.pdf", s.Text)
-		}
-		if s.InputRequests == nil || *s.InputRequests != 1 {
-			t.Fatalf("the elicitation handler ran %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
-		}
+		wantElicited(t, s.clientSummary, "Deleted report.pdf")
 		if !strings.HasPrefix(s.InputID, "mcpq-input:"+s.TaskID+":") {
 			t.Fatalf("input request id %q", s.InputID)
 		}
@@ -150,13 +128,7 @@ func TestLegacyClientCancels(t *testing.T) {
 		mcpURL, w := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
-		if s.Status != "cancelled" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if s.ElapsedMs >= 60000 {
-			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
-		}
-		w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
+		wantCancelled(t, s.clientSummary, w)
 	})
 }
 

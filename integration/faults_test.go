@@ -19,9 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -249,15 +246,11 @@ func TestFaultCluster(t *testing.T) {
 // streamLeader names the server leading stream, and its replica count.
 func streamLeader(t *testing.T, urls, stream string) (string, int) {
 	t.Helper()
-	nc, err := nats.Connect(urls, nats.Name("fault-suite-probe"))
+	nc, js, err := harness.JetStream(urls, "fault-suite-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)

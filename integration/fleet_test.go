@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
@@ -259,16 +258,11 @@ func TestFleetToolLeases(t *testing.T) {
 
 func consumerConfig(t *testing.T, s *system, tool string) jetstream.ConsumerConfig {
 	t.Helper()
-	url := s.be.Args[1]
-	nc, err := nats.Connect(url)
+	nc, js, err := harness.JetStream(s.be.Args[1], "fleet-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, natsbroker.NamesFor(s.prefix).Stream, natsbroker.ConsumerName(tool))

@@ -33,9 +33,7 @@ func TestFaultWorkerKills(t *testing.T) {
 		s := newFaultSystem(t, faultBackend(t, broker), "2s")
 		s.startAPI(t, "api")
 		conc := pick("2", "4")
-		for range pick(3, 4) {
-			s.startWorker(t, "--concurrency", conc)
-		}
+		s.startWorkers(t, pick(3, 4), "--concurrency", conc)
 		c := harness.NewClient(s.mcpURL, true)
 		ids := startTasks(t, c, n, ms)
 
@@ -121,9 +119,7 @@ func TestFaultBrokerRestart(t *testing.T) {
 		s.logDir = logDir
 		s.startAPI(t, "api")
 		nw := pick(2, 4)
-		for range nw {
-			s.startWorker(t, "--concurrency", "4")
-		}
+		s.startWorkers(t, nw, "--concurrency", "4")
 		slots := nw * 4
 		c := harness.NewClient(s.mcpURL, true)
 		n, ms := pick(40, 500), pick(300, 1000)
@@ -133,10 +129,7 @@ func TestFaultBrokerRestart(t *testing.T) {
 		// runs, each time after another share of it was acknowledged.
 		restarts := pick(1, 2)
 		for i := 1; i <= restarts; i++ {
-			harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-				a, _ := f.counts()
-				return a >= i*n/(restarts+2), fmt.Sprintf("only %d of %d tasks acknowledged", a, n)
-			})
+			f.awaitAcked(t, i*n/(restarts+2))
 			kill()
 			time.Sleep(pick(2*time.Second, 5*time.Second)) // the outage, part of the schedule
 			restart(t)
@@ -206,17 +199,12 @@ func TestFaultCluster(t *testing.T) {
 	s.logDir = logDir
 	s.env = append(s.env, "MCPQ_NATS_REPLICAS=3")
 	s.startAPI(t, "api")
-	for range pick(2, 4) {
-		s.startWorker(t, "--concurrency", "4")
-	}
+	s.startWorkers(t, pick(2, 4), "--concurrency", "4")
 	c := harness.NewClient(s.mcpURL, true)
 	n, ms := pick(40, 500), pick(300, 1000)
 	f := feed(c, n, ms, pick(50*time.Millisecond, 20*time.Millisecond))
 
-	harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-		a, _ := f.counts()
-		return a >= n/3, fmt.Sprintf("only %d of %d tasks acknowledged", a, n)
-	})
+	f.awaitAcked(t, n/3)
 	bucket := "KV_" + s.prefix + "_tasks"
 	leader, replicas := streamLeader(t, cl.URLs(), bucket)
 	if replicas != 3 {
@@ -276,9 +264,7 @@ func TestFaultAPICrash(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		s := newFaultSystem(t, faultBackend(t, broker), "2s")
 		s.startAPI(t, "api")
-		for range 2 {
-			s.startWorker(t, "--concurrency", "4")
-		}
+		s.startWorkers(t, 2, "--concurrency", "4")
 		c := harness.NewClient(s.mcpURL, true)
 		f := feed(c, pick(20, 200), pick(300, 1000), pick(50*time.Millisecond, 20*time.Millisecond))
 
@@ -417,9 +403,7 @@ func TestFaultCancels(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		s := newFaultSystem(t, faultBackend(t, broker), "2s")
 		s.startAPI(t, "api")
-		for range pick(2, 4) {
-			s.startWorker(t, "--concurrency", "4")
-		}
+		s.startWorkers(t, pick(2, 4), "--concurrency", "4")
 		c := harness.NewClient(s.mcpURL, true)
 		n := pick(40, 500)
 		ids := startTasks(t, c, n, 1000)

@@ -198,17 +198,7 @@ func TestAuthAPIStartup(t *testing.T) {
 		all := append(append([]string{}, be.Args...), "--prefix", prefix+name, "--log-json", "--listen", fmt.Sprintf("0.0.0.0:%d", port))
 		p := harness.Start(t, name, b.API, nil, append(all, args...)...)
 		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		harness.Eventually(t, 20*time.Second, func() (bool, string) {
-			if p.Exited() {
-				t.Fatalf("%s exited:\n%s", name, p.Output())
-			}
-			resp, err := http.Get(base + "/healthz")
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == 200, resp.Status
-		})
+		p.WaitHealthy(t, base+"/healthz", 20*time.Second)
 		return base + "/mcp"
 	}
 

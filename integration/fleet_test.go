@@ -150,7 +150,7 @@ func TestFleetScaleToZero(t *testing.T) {
 			}
 		}
 		api := strings.TrimSuffix(s.mcpURL, "/mcp")
-		if code, body := getStatus(t, api+"/readyz"); code != 200 {
+		if code, body := harness.Get(api + "/readyz"); code != 200 {
 			t.Fatalf("api /readyz with the pool at zero: %d %s", code, body)
 		}
 		_, err := c.CallTool(context.Background(), "never_registered", map[string]any{})

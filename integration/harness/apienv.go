@@ -2,6 +2,7 @@ package harness
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -59,19 +60,27 @@ func AllInOne(t testing.TB, b *Bins) (mcpURL, natsURL string, p *Proc) {
 	return base + "/mcp", fmt.Sprintf("nats://127.0.0.1:%d", natsPort), p
 }
 
-// WaitHealthy waits until url answers 200, failing the test at once if p
-// exits first.
+// WaitHealthy waits until GET url answers 200, failing the test at once if
+// p exits first.
 func (p *Proc) WaitHealthy(t testing.TB, url string, within time.Duration) {
 	t.Helper()
 	Eventually(t, within, func() (bool, string) {
 		if p.Exited() {
 			t.Fatalf("%s exited:\n%s", p.Name, tail(p.Output(), 8000))
 		}
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, p.Name + ": " + err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, p.Name + " " + url + ": " + resp.Status
+		code, body := Get(url)
+		return code == http.StatusOK, fmt.Sprintf("%s: GET %s: %d %.300q", p.Name, url, code, body)
 	})
+}
+
+// Get GETs url and returns the status code and the body; with no answer, 0
+// and the error.
+func Get(url string) (code int, body string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

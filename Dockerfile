@@ -3,7 +3,7 @@
 # user 65532 (nonroot), and /usr/local/bin/healthcheck (cmd/healthcheck) for
 # health checks, as the images have no shell and no wget.
 #   api     the MCP front end; also `api tasks …`
-#   worker  runs the demo tools (examples/demo)
+#   worker  runs the demo tools (internal/demo)
 #   nats    nats-server at the version in go.mod, with JetStream's store on /data
 #
 # With a registry (pulls golang, downloads the modules), from the repository root:

@@ -1,14 +1,11 @@
-// Package auth makes the MCP endpoint an OAuth 2.1 resource server. It
-// validates bearer access tokens (JWTs), taken only from the Authorization
-// header, against the signing keys of one issuer: a JWKS fetched from a URL
-// (cached, fetched again on key rotation, rate-limited) or a static HS256
-// key. The accepted algorithms are pinned: RS256, ES256 and EdDSA with a
-// JWKS, HS256 only with a static key, never "none". A token must carry the
-// configured iss, the server's canonical resource URI in aud, an exp in the
-// future, no nbf in the future, a sub, and the configured scopes.
+// Package auth says who a request acts for, with the standard library only:
+// the Authenticator the front end calls for every request, the Principal it
+// returns (whose Owner key is stored on tasks and sessions), the errors of a
+// refusal (ErrUnauthenticated answers 401, ErrInsufficientScope 403), the
+// Bearer challenge of WWW-Authenticate (RFC 6750) and the protected
+// resource metadata it points at (RFC 9728).
 //
-// *Authenticator is a mcpfront.Authenticator and mcpfront.Challenger: a
-// refused request gets 401 (403 for missing scopes) with a WWW-Authenticate
-// challenge whose resource_metadata points at the protected resource
-// metadata (RFC 9728) that MetadataHandler serves.
+// Validating tokens is an implementation's job: package
+// github.com/mcpqueue/mcpqueue/auth/jwtauth checks JWT access tokens against
+// an issuer's keys. Package mcpfront imports this one, never the other way.
 package auth

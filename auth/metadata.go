@@ -22,17 +22,6 @@ type Metadata struct {
 	ResourceName           string   `json:"resource_name,omitempty"`
 }
 
-// Metadata returns the resource metadata for this configuration: the
-// audience is the resource, tokens travel only in the header.
-func (a *Authenticator) Metadata() Metadata {
-	return Metadata{
-		Resource:               a.cfg.Audience,
-		AuthorizationServers:   a.cfg.AuthorizationServers,
-		ScopesSupported:        a.cfg.Scopes,
-		BearerMethodsSupported: []string{"header"},
-	}
-}
-
 // MetadataHandler serves m as JSON to GET and HEAD, readable by browser
 // clients from any origin (it is public).
 func MetadataHandler(m Metadata) http.Handler {

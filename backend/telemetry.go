@@ -74,7 +74,31 @@ func SetGlobalTracing(tp trace.TracerProvider) {
 // Telemetry is the telemetry of a process on b: metrics in reg, spans from
 // tp, the messaging attributes of b's broker.
 func (b *Backend) Telemetry(reg prometheus.Registerer, tp trace.TracerProvider) *telemetry.Telemetry {
-	return telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp, MessagingSystem: b.system, Destination: b.destination})
+	var dest func(kind, tool string) string
+	if b.destination != nil {
+		dest = func(kind, tool string) string { return b.destination((&broker.Job{Kind: kind, Tool: tool}).Route()) }
+	}
+	return telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp, MessagingSystem: b.system, Destination: dest})
+}
+
+// QueueDepth reads the depth of b's queue for telemetry.WatchQueue; it is
+// nil when the broker cannot tell (its Queue is no broker.Depth).
+func (b *Backend) QueueDepth() telemetry.DepthFunc {
+	d, ok := b.Queue.(broker.Depth)
+	if !ok {
+		return nil
+	}
+	return func(ctx context.Context, routes []string) (map[string]telemetry.QueueDepth, error) {
+		by, err := d.Depth(ctx, routes)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[string]telemetry.QueueDepth, len(by))
+		for r, td := range by {
+			out[r] = telemetry.QueueDepth{Pending: td.Pending, InFlight: td.InFlight}
+		}
+		return out, nil
+	}
 }
 
 // NewRegistry is a Prometheus registry with the Go runtime and process

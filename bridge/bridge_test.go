@@ -68,7 +68,7 @@ func testServer() {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("%s: %v", r.Action, r.Content["name"])}}}, nil, nil
 	})
 	mcp.AddTool(s, &mcp.Tool{Name: "roots"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		r, err := req.Session.ListRoots(ctx, nil)
+		r, err := req.Session.ListRoots(ctx, nil) //nolint:staticcheck // roots are deprecated in 2026-07-28 but still relayed
 		if err != nil {
 			return nil, nil, err
 		}

@@ -151,18 +151,6 @@ func (p *pool) release(s *session, ok bool) {
 	settle()
 }
 
-// any returns an idle live session, or nil.
-func (p *pool) any() *session {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, s := range p.idle {
-		if s.alive() {
-			return s
-		}
-	}
-	return nil
-}
-
 // close stops every session, idle or busy.
 func (p *pool) close() {
 	p.mu.Lock()

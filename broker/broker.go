@@ -177,9 +177,9 @@ type Redeliverer interface {
 type Topic string
 
 const (
-	// TopicCancel: a task was cancelled; every worker hears it.
+	// TopicCancel carries cancellations: a task was cancelled; every worker hears it.
 	TopicCancel Topic = "cancel"
-	// TopicNotify: a JSON-RPC notification (progress, log message) for the
+	// TopicNotify carries a JSON-RPC notification (progress, log message) for the
 	// request waiting on a task, forwarded by whichever api replica holds it.
 	// An empty message ends a task's notifications: it follows the outcome
 	// write, so a subscriber that sees it has seen every notification.

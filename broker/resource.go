@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 )
 
-// TopicResource: a resource changed (notifications/resources/updated for
+// TopicResource carries resource changes: a resource changed (notifications/resources/updated for
 // the clients subscribed to it). The key is ResourceKey of its URI, the
 // message the JSON object {"uri": <uri>}; every api replica hears it and
 // forwards it to its subscribed streams.

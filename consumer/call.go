@@ -109,7 +109,11 @@ func (c *callState) write(ctx context.Context, decide func(*taskstate.Task) erro
 		}
 		return decide(t)
 	})
-	end(err)
+	if errors.Is(err, taskstate.ErrSkip) {
+		end(nil) // nothing to change is not a failed write
+	} else {
+		end(err)
+	}
 	if err == nil && take != nil {
 		c.mu.Lock()
 		c.takeDue = nil
@@ -213,7 +217,7 @@ func (c *callState) Progress(ctx context.Context, progress, total float64, messa
 			t.StatusMessage = message
 			return nil
 		})
-		if err != nil && err != taskstate.ErrSkip {
+		if err != nil && !errors.Is(err, taskstate.ErrSkip) {
 			return fmt.Errorf("consumer: progress: %w", err)
 		}
 	}

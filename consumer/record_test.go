@@ -44,7 +44,12 @@ func TestLazyTake(t *testing.T) {
 	w := consumer.New(e.queue, st, e.store, e.bus, &consumer.Config{})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx, mux) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
 
 	for range 3 {
 		if tk := e.waitFor(t, e.create(t, "quick", none{}), terminal); tk.Status != taskstate.Completed || tk.Attempt != 1 || tk.MaxAttempts == 0 {

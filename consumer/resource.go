@@ -78,7 +78,7 @@ type ResourceRequest struct {
 	Vars map[string]string `json:"-"`
 }
 
-// ErrResourceNotFound, returned by a read handler, tells the client that no
+// ErrResourceNotFound is returned by a read handler to tell the client that no
 // resource has the URI: JSON-RPC error -32602 "Resource not found" with the
 // URI in its data (SEP-2164). A handler returning no contents gets the same.
 var ErrResourceNotFound = errors.New("consumer: resource not found")

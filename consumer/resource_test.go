@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -95,7 +96,7 @@ func TestResourceUpdatedReachesTheBus(t *testing.T) {
 	e := newEnv(t)
 	mux := resourceMux()
 	ctx := context.Background()
-	if err := mux.ResourceUpdated(ctx, "test://greeting"); err != consumer.ErrNotRunning {
+	if err := mux.ResourceUpdated(ctx, "test://greeting"); !errors.Is(err, consumer.ErrNotRunning) {
 		t.Fatalf("before the worker runs: %v, want ErrNotRunning", err)
 	}
 	got := make(chan string, 4)
@@ -113,7 +114,7 @@ func TestResourceUpdatedReachesTheBus(t *testing.T) {
 	e.run(t, only, nil)
 	// The worker runs the narrowed copy; the Mux the author kept works too.
 	deadline := time.Now().Add(10 * time.Second)
-	for mux.ResourceUpdated(ctx, "test://greeting") == consumer.ErrNotRunning {
+	for errors.Is(mux.ResourceUpdated(ctx, "test://greeting"), consumer.ErrNotRunning) {
 		if time.Now().After(deadline) {
 			t.Fatal("the worker never started running the mux")
 		}

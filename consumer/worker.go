@@ -353,7 +353,7 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // retry, or (on shutdown) the job handed back.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
-	base, endRun := w.cfg.Telemetry.StartRun(base, job, d.Attempt()) // every write below is in this span
+	base, endRun := w.cfg.Telemetry.StartRun(base, job.TaskID, job.Kind, job.Tool, d.Attempt(), job.Meta) // every write below is in this span
 	defer endRun()
 	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Attempt()).Logger()
 	// Broker and store calls use an uncancelled ctx so that bookkeeping

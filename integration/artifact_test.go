@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -21,7 +21,7 @@ import (
 func TestArtifacts(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		s := newAuthSystem(t, broker, auth.RS256, "--task-ttl", "4s")
+		s := newAuthSystem(t, broker, jwtauth.RS256, "--task-ttl", "4s")
 		s.worker(t, "worker")
 		alice, bob := s.client(t, "alice"), s.client(t, "bob")
 

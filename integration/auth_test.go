@@ -16,8 +16,8 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
-	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -92,7 +92,7 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 func TestAuthAPITokens(t *testing.T) {
 	t.Parallel()
 	scopes := []string{"mcp:tools", "mcp:tasks"}
-	s := newAuthSystem(t, "nats", auth.RS256, "--auth-scopes", "mcp:tools,mcp:tasks")
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-scopes", "mcp:tools,mcp:tasks")
 	mcpURL, iss := s.mcpURL, s.iss
 	base := strings.TrimSuffix(mcpURL, "/mcp")
 	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
@@ -148,7 +148,7 @@ func TestAuthAPITokens(t *testing.T) {
 		t.Fatalf("A's task after B's probes: %+v", tk)
 	}
 	s.api.WaitOutput(t, "task access denied", 5*time.Second)
-	wantB := mcpfront.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
+	wantB := auth.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
 	for _, line := range strings.Split(s.api.Output(), "\n") {
 		if strings.Contains(line, "task access denied") && (!strings.Contains(line, wantB) || !strings.Contains(line, id)) {
 			t.Errorf("audit line without principal or task: %s", line)
@@ -173,7 +173,7 @@ func must[T any](v T, err error) T {
 func TestAuthAPIStartup(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	iss := authtest.NewIssuer(t, auth.ES256)
+	iss := authtest.NewIssuer(t, jwtauth.ES256)
 
 	refused := func(want string, args ...string) {
 		t.Helper()
@@ -248,7 +248,7 @@ func TestAuthAPIStartup(t *testing.T) {
 // subject in --console-admins stops the api at start.
 func TestAuthConsoleTenantAdmins(t *testing.T) {
 	t.Parallel()
-	s := newAuthSystem(t, "nats", auth.RS256, "--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
 	mcpURL, iss := s.mcpURL, s.iss
 	base := strings.TrimSuffix(mcpURL, "/mcp")
 	mint := func(sub, tenant string) string {

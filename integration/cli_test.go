@@ -152,7 +152,7 @@ func TestTasksCLI(t *testing.T) {
 
 		// Bad input: usage errors (exit 2) that change nothing.
 		s.tasksCLI(t, "frobnicate").want(t, 2, `unknown command "frobnicate"`)
-		s.tasksCLI(t, "list", "--status", "runing").want(t, 2, `unknown status "runing"`)
+		s.tasksCLI(t, "list", "--status", "runing").want(t, 2, `unknown status "runing"`) //nolint:misspell // the misspelt status is the test
 		s.tasksCLI(t, "purge", "--older-than", "soon").want(t, 2, "-older-than")
 		s.tasksCLI(t, "purge", "--status", "working").want(t, 2, "purge deletes only ended tasks")
 		s.tasksCLI(t, "purge").want(t, 2, "--all")

@@ -102,7 +102,7 @@ func officialNode(t *testing.T) string {
 		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
 		cmd.Dir = dir
 		if out, err := cmd.CombinedOutput(); err != nil {
-			officialNodeErr = fmt.Errorf("npm ci in %s (%s): %v\n%s", dir, why, err, out)
+			officialNodeErr = fmt.Errorf("npm ci in %s (%s): %w\n%s", dir, why, err, out)
 			return
 		}
 		if why := officialNodeInstalled(dir); why != "" {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 )
 
 // chromium finds Debian's chromium, or skips (fails with
@@ -111,7 +111,7 @@ func TestConsoleBrowser(t *testing.T) {
 }
 
 func consoleBrowser(t *testing.T, path, broker string) {
-	s := newAuthSystem(t, broker, auth.RS256, "--console-admins", "ops-admin")
+	s := newAuthSystem(t, broker, jwtauth.RS256, "--console-admins", "ops-admin")
 	worker := s.worker(t, "worker")
 	base := strings.TrimSuffix(s.mcpURL, "/mcp")
 	alice := s.client(t, "alice")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestFairShare(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		s := newAuthSystem(t, broker, auth.RS256)
+		s := newAuthSystem(t, broker, jwtauth.RS256)
 		w := s.conformanceWorker(t, "fixtures", "--concurrency", "4")
 		a, c := s.client(t, "principal-a"), s.client(t, "principal-c")
 		long := startAll(t, a, 40, "slow_compute", map[string]any{"seconds": 60})

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 )
 
 // TestSlowClientsAreCut: 100 connections with a valid token that declare a
@@ -25,7 +25,7 @@ import (
 func TestSlowClientsAreCut(t *testing.T) {
 	t.Parallel()
 	const timeout = 2 * time.Second
-	s := newAuthSystem(t, "nats", auth.ES256, "--body-timeout", timeout.String(), "--idle-timeout", timeout.String())
+	s := newAuthSystem(t, "nats", jwtauth.ES256, "--body-timeout", timeout.String(), "--idle-timeout", timeout.String())
 	s.worker(t, "worker")
 	token := s.token(t, "slowpoke")
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.mcpURL, "http://"), "/mcp")

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
@@ -150,7 +150,7 @@ func TestParkInputTimeout(t *testing.T) {
 func TestParkWaitingCap(t *testing.T) {
 	t.Parallel()
 	eachBroker(t, func(t *testing.T, broker string) {
-		s := newAuthSystem(t, broker, auth.RS256)
+		s := newAuthSystem(t, broker, jwtauth.RS256)
 		w := s.conformanceWorker(t, "fixtures", "--park-after", "500ms", "--max-waiting-input", "2")
 		alice, bob := s.client(t, "alice"), s.client(t, "bob")
 		for range 2 {

@@ -49,7 +49,7 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tel := telemetry.New(&telemetry.Config{Registerer: prometheus.NewRegistry(), TracerProvider: tp,
-		MessagingSystem: "nats", Destination: func(route string) string { return "dest." + route }})
+		MessagingSystem: "nats", Destination: func(_, tool string) string { return "dest." + tool }})
 	logs := &harness.SyncBuffer{}
 	log := zerolog.New(logs)
 
@@ -395,7 +395,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func hasAttr(sp tracetest.SpanStub, key, value string) bool {
 	for _, a := range sp.Attributes {
-		if string(a.Key) == key && a.Value.Emit() == value {
+		if string(a.Key) == key && a.Value.String() == value {
 			return true
 		}
 	}

@@ -4,69 +4,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
+
+	"github.com/mcpqueue/mcpqueue/auth"
 )
-
-// Authenticator checks the credentials of a request. mcpfront calls it first
-// for every request; the principal it returns owns the tasks the request
-// creates and is the only one who sees them.
-type Authenticator interface {
-	Authenticate(r *http.Request) (Principal, error)
-}
-
-// Principal is who a request acts for.
-type Principal struct {
-	Issuer  string
-	Subject string
-	Tenant  string // optional, from a configured claim
-}
-
-// Owner is the owner key stored on tasks and sessions: issuer and subject,
-// and the tenant when there is one, joined by "|". Each part has "%" and "|"
-// escaped (as %25 and %7C), so no part can carry the separator and two
-// different principals never share a key: a subject "alice|t1" is not
-// subject "alice" in tenant "t1", whether or not a tenant claim is read.
-// A part holding neither character is written as it is, so keys stored
-// before the escaping (all but those of such principals) still match.
-func (p Principal) Owner() string {
-	if p.Subject == "" {
-		return ""
-	}
-	o := escapeOwnerPart(p.Issuer) + "|" + escapeOwnerPart(p.Subject)
-	if p.Tenant != "" {
-		o += "|" + escapeOwnerPart(p.Tenant)
-	}
-	return o
-}
-
-var ownerEscaper = strings.NewReplacer("%", "%25", "|", "%7C")
-
-func escapeOwnerPart(s string) string {
-	if !strings.ContainsAny(s, "%|") {
-		return s
-	}
-	return ownerEscaper.Replace(s)
-}
-
-// Errors an Authenticator returns, wrapped with detail: ErrUnauthenticated
-// answers 401 with a WWW-Authenticate challenge pointing at the protected
-// resource metadata; ErrInsufficientScope answers 403.
-var (
-	ErrUnauthenticated   = errors.New("mcpfront: unauthenticated")
-	ErrInsufficientScope = errors.New("mcpfront: insufficient scope")
-)
-
-// Challenger is an optional ability of an Authenticator: the
-// WWW-Authenticate value for a refused request.
-type Challenger interface {
-	Challenge(r *http.Request, err error) string
-}
 
 type principalKey struct{}
 
 // principalOf is the principal Authenticate found for this request.
-func principalOf(ctx context.Context) Principal {
-	p, _ := ctx.Value(principalKey{}).(Principal)
+func principalOf(ctx context.Context) auth.Principal {
+	p, _ := ctx.Value(principalKey{}).(auth.Principal)
 	return p
 }
 
@@ -81,10 +27,10 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (*http.Req
 		return r.WithContext(context.WithValue(r.Context(), principalKey{}, p)), true
 	}
 	status := http.StatusUnauthorized
-	if errors.Is(err, ErrInsufficientScope) {
+	if errors.Is(err, auth.ErrInsufficientScope) {
 		status = http.StatusForbidden
 	}
-	if ch, ok := s.cfg.Auth.(Challenger); ok {
+	if ch, ok := s.cfg.Auth.(auth.Challenger); ok {
 		if v := ch.Challenge(r, err); v != "" {
 			w.Header().Set("WWW-Authenticate", v)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -69,7 +70,7 @@ type authEnv struct {
 	taskStream string
 	iss        *authtest.Issuer
 	hs256Key   []byte // tokens are HS256 with this key, not from iss's JWKS
-	auth       *auth.Authenticator
+	auth       *jwtauth.Authenticator
 	scopes     []string
 	logs       *authLogBuffer
 	client     *http.Client // keeps connections alive for the probes
@@ -108,12 +109,12 @@ func authTools() *consumer.Mux {
 // a static HS256 key when hs256Key is set.
 func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	t.Helper()
-	iss := authtest.NewIssuer(t, auth.ES256)
-	cfg := &auth.Config{Issuer: iss.URL, Audience: authAudience, JWKSURL: iss.JWKSURL, Scopes: scopes}
+	iss := authtest.NewIssuer(t, jwtauth.ES256)
+	cfg := &jwtauth.Config{Issuer: iss.URL, Audience: authAudience, JWKSURL: iss.JWKSURL, Scopes: scopes}
 	if hs256Key != nil {
 		cfg.JWKSURL, cfg.HS256Key = "", hs256Key
 	}
-	a, err := auth.New(cfg)
+	a, err := jwtauth.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func (ae *authEnv) token(t *testing.T, sub string) string {
 }
 
 func (ae *authEnv) owner(sub string) string {
-	return mcpfront.Principal{Issuer: ae.iss.URL, Subject: sub}.Owner()
+	return auth.Principal{Issuer: ae.iss.URL, Subject: sub}.Owner()
 }
 
 // post sends body with headers h (plus the bearer token, when not empty).
@@ -485,7 +486,7 @@ func TestAuthIsolationProbe(t *testing.T) {
 	t.Parallel()
 	// A static key: this test is about isolation, and an HS256 check costs
 	// a fraction of an ES256 one under the race detector (signatures have
-	// their own tests above and in package auth).
+	// their own tests above and in package jwtauth).
 	ae := newAuthEnv(t, []byte("isolation-probe-key-of-32-bytes!"))
 	alice, bob := ae.token(t, "alice"), ae.token(t, "bob")
 
@@ -729,40 +730,6 @@ func TestAuthIsolationProbe(t *testing.T) {
 	}
 }
 
-// TestOwnerKeyUnambiguous: claim sets that used to share an owner key (the
-// parts were joined by "|" unescaped) now get different ones, and keys of
-// principals without "%" or "|" are what they were.
-func TestOwnerKeyUnambiguous(t *testing.T) {
-	const iss = "https://issuer.example"
-	ps := []mcpfront.Principal{
-		{Issuer: iss, Subject: "alice", Tenant: "t1"},
-		{Issuer: iss, Subject: "alice|t1"},
-		{Issuer: iss, Subject: "alice%7Ct1"},
-		{Issuer: iss, Subject: "alice%7Ct1", Tenant: ""},
-		{Issuer: iss + "|alice", Subject: "t1"},
-		{Issuer: iss, Subject: "alice|t1", Tenant: "t2"},
-		{Issuer: iss, Subject: "alice", Tenant: "t1|t2"},
-		{Issuer: iss, Subject: "alice", Tenant: "t1%7Ct2"},
-		{Issuer: iss, Subject: "alice"},
-		{Issuer: iss, Subject: "alice%"},
-		{Issuer: iss, Subject: "alice%25"},
-	}
-	seen := map[string]mcpfront.Principal{}
-	for _, p := range ps {
-		k := p.Owner()
-		if q, dup := seen[k]; dup && q != p {
-			t.Errorf("%+v and %+v share the owner key %q", p, q, k)
-		}
-		seen[k] = p
-	}
-	if got, want := (mcpfront.Principal{Issuer: iss, Subject: "alice", Tenant: "t1"}).Owner(), iss+"|alice|t1"; got != want {
-		t.Errorf("owner key of a plain principal: %q, want %q (unchanged from before the escaping)", got, want)
-	}
-	if got := (mcpfront.Principal{Issuer: iss, Subject: "alice|t1"}).Owner(); got != iss+"|alice%7Ct1" {
-		t.Errorf("owner key of subject alice|t1: %q", got)
-	}
-}
-
 // TestAuthSeparatorInSubject: a task owned by (alice, tenant t1) — stored
 // while the api read a tenant claim — is not reachable, once the claim is no
 // longer read, by tokens whose subject spells that key with the separator or
@@ -774,7 +741,7 @@ func TestAuthSeparatorInSubject(t *testing.T) {
 	now := time.Now().UTC()
 	rec := &taskstate.Task{
 		ID: taskstate.NewID(), Kind: taskstate.KindTool, Tool: "echo", Status: taskstate.Working,
-		Owner: mcpfront.Principal{Issuer: ae.iss.URL, Subject: "alice", Tenant: "t1"}.Owner(),
+		Owner: auth.Principal{Issuer: ae.iss.URL, Subject: "alice", Tenant: "t1"}.Owner(),
 		Era:   taskstate.Era20260728, Mode: taskstate.ModeTask, CreatedAt: now, LastUpdatedAt: now,
 	}
 	if err := ae.store.Create(t.Context(), rec); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 )
 
@@ -22,12 +23,12 @@ import (
 // is principal NAME; no header is an anonymous request.
 type headerAuth struct{}
 
-func (headerAuth) Authenticate(r *http.Request) (mcpfront.Principal, error) {
+func (headerAuth) Authenticate(r *http.Request) (auth.Principal, error) {
 	name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		return mcpfront.Principal{}, nil
+		return auth.Principal{}, nil
 	}
-	return mcpfront.Principal{Issuer: "test", Subject: name}, nil
+	return auth.Principal{Issuer: "test", Subject: name}, nil
 }
 
 // testClock is a clock tests move by hand.

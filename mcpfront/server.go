@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -106,7 +107,7 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// Auth authenticates every request (nil: no authentication; tasks then
 	// have no owner on 2026-07-28 and belong to their session on 2025-11-25).
-	Auth   Authenticator
+	Auth   auth.Authenticator
 	Logger zerolog.Logger
 	Now    func() time.Time
 }

@@ -79,13 +79,13 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		case <-time.After(notifyDrain):
 		}
 	}
-	if r, err := s.resolved(ctx, final); err != nil {
+	resolved, err := s.resolved(ctx, final)
+	if err != nil {
 		s.log.Error().Err(err).Msg("an inline call's result")
 		out.fail(resultMissing(err))
 		return
-	} else {
-		final = r
 	}
+	final = resolved
 	switch {
 	case req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask:
 		// The handler continued as a task (it may even have finished since:
@@ -112,8 +112,8 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 // notifyDrain bounds the wait for a finished call's last notifications.
 const notifyDrain = 2 * time.Second
 
-// ErrShuttingDown, as the cause of a request context's cancellation
-// (context.WithCancelCause on http.Server.BaseContext), tells a request still
+// ErrShuttingDown is the cause of a request context's cancellation
+// (context.WithCancelCause on http.Server.BaseContext) that tells a request still
 // waiting for a task — an inline call, a 2025-11-25 tasks/result stream —
 // that the server is going away: it answers with a JSON-RPC error saying so
 // (shutdownError) instead of leaving the connection to be cut.

@@ -36,10 +36,12 @@ type QueueExecutor struct {
 	Bus   broker.Bus
 }
 
+// Start enqueues the task's job.
 func (e QueueExecutor) Start(ctx context.Context, job *broker.Job) error {
 	return e.Queue.Enqueue(ctx, job)
 }
 
+// Cancel broadcasts the task's cancellation to every worker.
 func (e QueueExecutor) Cancel(ctx context.Context, taskID string) error {
 	return e.Bus.Publish(ctx, broker.TopicCancel, taskID, nil)
 }

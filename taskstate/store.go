@@ -127,6 +127,7 @@ func (t *ToolInfo) Key() string { return CatalogKey(t.Kind, t.Name) }
 // TaskSupport says whether a tool runs as a task.
 type TaskSupport string
 
+// The task-support levels of MCP's tool execution.taskSupport.
 const (
 	TaskForbidden TaskSupport = "forbidden" // always inline; never a task
 	TaskOptional  TaskSupport = "optional"  // a task when the client supports tasks

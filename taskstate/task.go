@@ -18,6 +18,8 @@ import (
 // Status is where a task is in its life.
 type Status string
 
+// The statuses of MCP's task lifecycle: working and input_required are live,
+// the other three terminal.
 const (
 	Working       Status = "working"
 	InputRequired Status = "input_required"
@@ -54,14 +56,14 @@ func CanTransition(from, to Status) bool {
 type Mode string
 
 const (
-	// ModeTask: the client holds a task handle and polls; input requests go
+	// ModeTask means the client holds a task handle and polls; input requests go
 	// on the record (input_required) and answers come back through it.
 	ModeTask Mode = "task"
-	// ModeSync: the client waits inline for the result. A handler that needs
+	// ModeSync means the client waits inline for the result. A handler that needs
 	// input ends the run with an input-required outcome (MRTR) and runs again
 	// when the client retries with the answers.
 	ModeSync Mode = "sync"
-	// ModeGather: like ModeSync until the handler has the input it needs and
+	// ModeGather is like ModeSync until the handler has the input it needs and
 	// calls Continue; from then on it is a task and the waiting client gets
 	// the task handle.
 	ModeGather Mode = "gather"
@@ -70,6 +72,7 @@ const (
 // Era names the wire a task was created on.
 type Era string
 
+// The protocol revisions a task can be created on.
 const (
 	Era20260728 Era = "2026-07-28"
 	Era20251125 Era = "2025-11-25"
@@ -224,6 +227,7 @@ func Encode(t *Task) ([]byte, error) {
 	return json.Marshal(t)
 }
 
+// Decode reads a record stored by Encode, with the store's revision rev.
 func Decode(b []byte, rev uint64) (*Task, error) {
 	var t Task
 	if json.Valid(b) && decodeRecord(b, &t) {

@@ -6,6 +6,8 @@
 //
 // A *Telemetry is nil-safe: every method of a nil one does nothing, so the
 // library packages call their hooks unconditionally. It imports only the
-// standard library, Prometheus, the OpenTelemetry API and the broker seam;
+// standard library, Prometheus and the OpenTelemetry API, no package of
+// this module: callers pass plain values (a job's task id, kind, tool and
+// Meta; a queue's depth as a DepthFunc, which backend.QueueDepth makes);
 // exporters are chosen by the binaries (backend).
 package telemetry

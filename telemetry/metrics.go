@@ -9,8 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/mcpqueue/mcpqueue/broker"
 )
 
 // metrics are the collectors. Every process registers all of them; each
@@ -138,20 +136,32 @@ func (t *Telemetry) InstrumentHTTP(h http.Handler) http.Handler {
 	return promhttp.InstrumentHandlerCounter(t.m.http, h)
 }
 
-// WatchQueue registers the queue gauges, read from q on every scrape for
-// the routes tools returns (tool names, "prompt/<name>" for prompts), when
-// q can tell its depth (broker.Depth); otherwise it does nothing:
+// QueueDepth is one route's backlog as the broker reports it: Pending jobs
+// are queued and not handed to a worker yet (including retries waiting out
+// their delay), InFlight jobs are handed to a worker and not settled yet.
+type QueueDepth struct {
+	Pending  int64
+	InFlight int64
+}
+
+// DepthFunc reports the depth of the given routes (tool names,
+// "prompt/<name>" for prompts); a route the broker does not know yet may be
+// missing from the map.
+type DepthFunc func(ctx context.Context, routes []string) (map[string]QueueDepth, error)
+
+// WatchQueue registers the queue gauges, read from depth on every scrape
+// for the routes routes returns; with a nil depth (a broker that cannot
+// tell) it does nothing:
 //
 //	mcpq_queue_pending{tool}   jobs queued, not yet handed to a worker
 //	mcpq_queue_inflight{tool}  jobs handed to a worker, not yet settled
 //	mcpq_queue_depth           the sum of mcpq_queue_pending
-func (t *Telemetry) WatchQueue(q broker.Queue, tools func(context.Context) ([]string, error)) {
-	d, ok := q.(broker.Depth)
-	if t == nil || t.m == nil || !ok {
+func (t *Telemetry) WatchQueue(depth DepthFunc, routes func(context.Context) ([]string, error)) {
+	if t == nil || t.m == nil || depth == nil {
 		return
 	}
-	t.m.reg.MustRegister(&depthCollector{d: d, tools: tools,
-		depth: prometheus.NewDesc("mcpq_queue_depth",
+	t.m.reg.MustRegister(&depthCollector{depth: depth, routes: routes,
+		total: prometheus.NewDesc("mcpq_queue_depth",
 			"Jobs waiting for a worker (queued, not yet handed out) over every tool, read from the broker on scrape; the same figure on every process of one system.", nil, nil),
 		pending: prometheus.NewDesc("mcpq_queue_pending",
 			"Jobs of a tool queued and not yet handed to a worker (including retries waiting out their delay), read from the broker on scrape: the backlog an autoscaler of the tool's pool reads.", []string{"tool"}, nil),
@@ -162,13 +172,13 @@ func (t *Telemetry) WatchQueue(q broker.Queue, tools func(context.Context) ([]st
 
 // depthCollector asks the broker for its depth on each scrape.
 type depthCollector struct {
-	d                        broker.Depth
-	tools                    func(context.Context) ([]string, error)
-	depth, pending, inflight *prometheus.Desc
+	depth                    DepthFunc
+	routes                   func(context.Context) ([]string, error)
+	total, pending, inflight *prometheus.Desc
 }
 
 func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.depth
+	ch <- c.total
 	ch <- c.pending
 	ch <- c.inflight
 }
@@ -178,11 +188,11 @@ func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	tools, err := c.tools(ctx)
+	tools, err := c.routes(ctx)
 	if err != nil {
 		return
 	}
-	by, err := c.d.Depth(ctx, tools)
+	by, err := c.depth(ctx, tools)
 	if err != nil {
 		return
 	}
@@ -196,5 +206,5 @@ func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(td.Pending), tool)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(td.InFlight), tool)
 	}
-	ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(total))
+	ch <- prometheus.MustNewConstMetric(c.total, prometheus.GaugeValue, float64(total))
 }

@@ -17,10 +17,10 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	// MessagingSystem is the messaging.system of the enqueue and run spans
 	// ("nats", "redis"; "" leaves the attribute out), and Destination, if
-	// set, the messaging.destination.name of a job's route (the NATS
-	// subject or Asynq queue its jobs go to).
+	// set, the messaging.destination.name of a job of this kind and tool
+	// (the NATS subject or Asynq queue its jobs go to).
 	MessagingSystem string
-	Destination     func(route string) string
+	Destination     func(kind, tool string) string
 }
 
 // Telemetry is one process's metrics and tracer.
@@ -29,7 +29,7 @@ type Telemetry struct {
 	tracer trace.Tracer // nil: tracing off
 	prop   propagation.TextMapPropagator
 	system string
-	dest   func(route string) string
+	dest   func(kind, tool string) string
 }
 
 // Propagator is the propagation the spans follow: W3C trace context and

@@ -19,8 +19,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/mcpqueue/mcpqueue/broker"
-	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
@@ -45,7 +43,7 @@ func TestOffIsInert(t *testing.T) {
 		} else {
 			end()
 		}
-		_, endRun := tel.StartRun(ctx, &broker.Job{TaskID: "t", Tool: "x", Meta: meta}, 1)
+		_, endRun := tel.StartRun(ctx, "t", "tool", "x", 1, meta)
 		endRun()
 		_, endWrite := tel.StartWrite(ctx, "t")
 		endWrite(errors.New("x"))
@@ -173,24 +171,24 @@ func TestInjectAndContinue(t *testing.T) {
 	stale := json.RawMessage(`"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"`)
 	meta := map[string]json.RawMessage{"progressToken": json.RawMessage(`7`), telemetry.MetaTraceParent: stale, telemetry.MetaTraceState: json.RawMessage(`"x=1"`)}
 	ctx, end := tel.StartSpan(context.Background(), "task.create")
-	job := &broker.Job{TaskID: "T1", Tool: "echo", Meta: tel.Inject(ctx, meta)}
+	jobMeta := tel.Inject(ctx, meta)
 	end(nil)
 	if string(meta[telemetry.MetaTraceParent]) != string(stale) {
 		t.Fatalf("Inject changed the caller's map")
 	}
-	if string(job.Meta["progressToken"]) != "7" || string(job.Meta[telemetry.MetaTraceParent]) == string(stale) {
-		t.Fatalf("job meta %s", job.Meta)
+	if string(jobMeta["progressToken"]) != "7" || string(jobMeta[telemetry.MetaTraceParent]) == string(stale) {
+		t.Fatalf("job meta %s", jobMeta)
 	}
-	if _, ok := job.Meta[telemetry.MetaTraceState]; ok {
-		t.Errorf("a stale tracestate survived: %s", job.Meta)
+	if _, ok := jobMeta[telemetry.MetaTraceState]; ok {
+		t.Errorf("a stale tracestate survived: %s", jobMeta)
 	}
 	created := trace.SpanContextFromContext(ctx)
 
-	rctx, endRun := tel.StartRun(context.Background(), job, 3)
+	rctx, endRun := tel.StartRun(context.Background(), "T1", "", "echo", 3, jobMeta)
 	_, endWrite := tel.StartWrite(rctx, "T1")
-	endWrite(taskstate.ErrSkip) // nothing to write is not an error
+	endWrite(nil) // a write with nothing to change
 	_, endWrite = tel.StartWrite(rctx, "T1")
-	endWrite(taskstate.ErrConflict)
+	endWrite(errors.New("conflict"))
 	endRun()
 
 	got := spans.GetSpans()
@@ -203,6 +201,43 @@ func TestInjectAndContinue(t *testing.T) {
 	}
 	if skipped, conflict := got[1], got[2]; skipped.Status.Code != 0 || conflict.Status.Description == "" {
 		t.Errorf("write span statuses: skipped %v, conflict %v; want unset and error", skipped.Status, conflict.Status)
+	}
+}
+
+// WatchQueue's gauges show what the depth function reports, each route
+// the broker knows; without a depth function there are none.
+func TestWatchQueue(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	tel := telemetry.New(&telemetry.Config{Registerer: reg})
+	var asked []string
+	tel.WatchQueue(func(_ context.Context, routes []string) (map[string]telemetry.QueueDepth, error) {
+		asked = routes
+		return map[string]telemetry.QueueDepth{"echo": {Pending: 3, InFlight: 1}, "prompt/greet": {Pending: 2}}, nil
+	}, func(context.Context) ([]string, error) { return []string{"echo", "prompt/greet", "unknown"}, nil })
+	want := `
+# HELP mcpq_queue_depth Jobs waiting for a worker (queued, not yet handed out) over every tool, read from the broker on scrape; the same figure on every process of one system.
+# TYPE mcpq_queue_depth gauge
+mcpq_queue_depth 5
+# HELP mcpq_queue_pending Jobs of a tool queued and not yet handed to a worker (including retries waiting out their delay), read from the broker on scrape: the backlog an autoscaler of the tool's pool reads.
+# TYPE mcpq_queue_pending gauge
+mcpq_queue_pending{tool="echo"} 3
+mcpq_queue_pending{tool="prompt/greet"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "mcpq_queue_depth", "mcpq_queue_pending"); err != nil {
+		t.Error(err)
+	}
+	if !reflect.DeepEqual(asked, []string{"echo", "prompt/greet", "unknown"}) {
+		t.Errorf("depth asked for %q", asked)
+	}
+	if n, err := testutil.GatherAndCount(reg, "mcpq_queue_inflight"); err != nil || n != 2 {
+		t.Errorf("%d inflight gauges (%v), want 2", n, err)
+	}
+
+	reg = prometheus.NewRegistry()
+	telemetry.New(&telemetry.Config{Registerer: reg}).WatchQueue(nil, nil)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Errorf("without a depth function: %d series (%v)", n, err)
 	}
 }
 
@@ -239,7 +274,7 @@ func TestRequestAttributesBaggageAndLogFields(t *testing.T) {
 	for i, w := range want {
 		attrs := map[string]string{}
 		for _, a := range got[i].Attributes {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		for k, v := range w {
 			if attrs[k] != v {

@@ -3,16 +3,12 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/mcpqueue/mcpqueue/broker"
-	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // Keys of the W3C trace context (and baggage), in HTTP headers, in a
@@ -106,8 +102,8 @@ func (t *Telemetry) Inject(ctx context.Context, meta map[string]json.RawMessage)
 
 // StartCreate starts the producer span of creating a task: its record
 // written and its job sent to the queue (the job carries this span's trace
-// context, see Inject). kind and tool are the job's (broker.Job). end
-// records err and ends it.
+// context, see Inject). kind and tool are the job's ("" or "tool", or
+// "prompt"; the tool or prompt name). end records err and ends it.
 func (t *Telemetry) StartCreate(ctx context.Context, taskID, kind, tool string) (context.Context, func(err error)) {
 	if !t.tracing() {
 		return ctx, func(error) {}
@@ -117,23 +113,24 @@ func (t *Telemetry) StartCreate(ctx context.Context, taskID, kind, tool string) 
 	return ctx, endWith(span)
 }
 
-// StartRun starts the consumer span of one run of job on a worker,
-// continuing the trace the job carries. end ends it.
-func (t *Telemetry) StartRun(ctx context.Context, job *broker.Job, delivery int) (context.Context, func()) {
+// StartRun starts the consumer span of one run of a task's job on a
+// worker: kind and tool as for StartCreate, delivery the broker's count of
+// deliveries (1 the first time), and meta the job's Meta, whose trace
+// context (see Inject) the span continues. end ends it.
+func (t *Telemetry) StartRun(ctx context.Context, taskID, kind, tool string, delivery int, meta map[string]json.RawMessage) (context.Context, func()) {
 	if !t.tracing() {
 		return ctx, func() {}
 	}
-	ctx = t.prop.Extract(ctx, metaCarrier(job.Meta))
-	attrs := append(t.messaging(job.TaskID, job.Kind, job.Tool, "process"),
-		attribute.String("mcpq.task.id", job.TaskID),
+	ctx = t.prop.Extract(ctx, metaCarrier(meta))
+	attrs := append(t.messaging(taskID, kind, tool, "process"),
+		attribute.String("mcpq.task.id", taskID),
 		attribute.Int("mcpq.delivery", delivery))
-	ctx, span := t.tracer.Start(ctx, "task.run "+job.Tool, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	ctx, span := t.tracer.Start(ctx, "task.run "+tool, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 	return ctx, func() { span.End() }
 }
 
 // messaging is the messaging and MCP attributes of the job of a task.
 func (t *Telemetry) messaging(taskID, kind, tool, op string) []attribute.KeyValue {
-	job := broker.Job{Kind: kind, Tool: tool}
 	method := "tools/call"
 	if kind == "prompt" {
 		method = "prompts/get"
@@ -149,7 +146,7 @@ func (t *Telemetry) messaging(taskID, kind, tool, op string) []attribute.KeyValu
 		attrs = append(attrs, attribute.String("messaging.system", t.system))
 	}
 	if t.dest != nil {
-		attrs = append(attrs, attribute.String("messaging.destination.name", t.dest(job.Route())))
+		attrs = append(attrs, attribute.String("messaging.destination.name", t.dest(kind, tool)))
 	}
 	return attrs
 }
@@ -166,18 +163,9 @@ func LogFields(ctx context.Context) map[string]any {
 }
 
 // StartWrite starts the span of one write of a task record. end takes the
-// write's error; taskstate.ErrSkip (nothing to change) is not one.
+// write's error: nil for a write that had nothing to change.
 func (t *Telemetry) StartWrite(ctx context.Context, taskID string) (context.Context, func(err error)) {
-	if !t.tracing() {
-		return ctx, func(error) {}
-	}
-	ctx, end := t.StartSpan(ctx, "task.write", "mcpq.task.id", taskID)
-	return ctx, func(err error) {
-		if errors.Is(err, taskstate.ErrSkip) {
-			err = nil
-		}
-		end(err)
-	}
+	return t.StartSpan(ctx, "task.write", "mcpq.task.id", taskID)
 }
 
 func endWith(span trace.Span) func(error) {

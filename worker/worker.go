@@ -139,7 +139,7 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	reg := backend.NewRegistry()
 	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
 	wo.Telemetry = b.Telemetry(reg, tp)
-	wo.Telemetry.WatchQueue(b.Queue, func(context.Context) ([]string, error) {
+	wo.Telemetry.WatchQueue(b.QueueDepth(), func(context.Context) ([]string, error) {
 		keys := []string{} // the tools served now: relayed ones come and go
 		for _, t := range mux.Tools() {
 			keys = append(keys, t.Key())

@@ -37,6 +37,8 @@ func (b *Bus) Close() error { return b.sub.Close() }
 
 func (b *Bus) topicPrefix(topic broker.Topic) string { return b.prefix + ":" + string(topic) + ":" }
 
+// Publish sends data on topic for taskID to every current subscriber (Redis
+// PUBLISH: nothing is kept for a subscriber that is not there).
 func (b *Bus) Publish(ctx context.Context, topic broker.Topic, taskID string, data []byte) error {
 	if !broker.SafeName(string(topic)) {
 		return fmt.Errorf("asynqbroker: publish: invalid topic %q", topic)
@@ -54,6 +56,9 @@ func (b *Bus) Publish(ctx context.Context, topic broker.Topic, taskID string, da
 // beyond it, messages are dropped (the bus is best effort).
 const busQueue = 4096
 
+// Subscribe calls fn with the task id and data of each message published on
+// topic for taskID, or for every task when taskID is "", until the
+// subscription is closed or ctx ends.
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
 	if !broker.SafeName(string(topic)) {
 		return nil, fmt.Errorf("asynqbroker: subscribe: invalid topic %q", topic)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 )
@@ -24,7 +23,6 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	}
 	c := &consumer{
 		cfg:      q.cfg,
-		rdb:      q.rdb,
 		lease:    opts.Lease,
 		max:      opts.MaxDeliveries,
 		routes:   map[string]broker.ToolRoute{},
@@ -61,6 +59,12 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if len(shared.queues) > 0 {
 		c.lanes = append([]*lane{shared}, c.lanes...)
 	}
+	queues := make([]string, 0, len(opts.Tools))
+	for _, r := range opts.Tools {
+		queues = append(queues, q.QueueName(r.Tool))
+	}
+	poll := c.cfg.PollInterval
+	c.rdb = newSieve(q.rdb, queues, min(c.cfg.BusyPollInterval, poll)/2, poll/2)
 	for _, l := range c.lanes {
 		l.wake, l.retired = make(chan struct{}, 1), map[*server]struct{}{}
 		l.cur = l.newServer(false)
@@ -159,7 +163,7 @@ func isFailure(err error) bool {
 
 type consumer struct {
 	cfg      Config
-	rdb      redis.UniversalClient
+	rdb      *sieve        // what its Asynq servers talk to Redis through
 	lease    time.Duration // for tools that set none
 	max      int           // for tools that set none
 	routes   map[string]broker.ToolRoute
@@ -384,7 +388,7 @@ func (c *consumer) process(ctx context.Context, l *lane, t *asynq.Task) error {
 		extend:  make(chan struct{}, 1),
 	}
 	if err := json.Unmarshal(t.Payload(), &d.job); err != nil {
-		return fmt.Errorf("asynqbroker: undecodable job: %v: %w", err, asynq.SkipRetry)
+		return fmt.Errorf("asynqbroker: undecodable job: %w: %w", err, asynq.SkipRetry)
 	}
 	// Asynq dequeues whenever the server has a free handler, wanted or
 	// not; a job that no Next claims within a lease goes back to the queue

@@ -66,6 +66,19 @@
 // (it takes no more jobs and shuts down once the jobs it holds are settled);
 // see lane.pace for why it waits until the lane holds no job.
 //
+// # Many tools
+//
+// Asynq's processor looks for a job by running its dequeue script on each of
+// a server's queues in turn, one round trip per queue, and its forwarder runs
+// two scripts per queue every PollInterval, so with a queue per tool a job
+// would cost a round trip per tool the consumer serves. A consumer's servers
+// therefore talk to Redis through a sieve: it reads the length of every one
+// of the consumer's pending lists in one pipelined call (at most once per
+// half the shortest poll) and the earliest entry of every scheduled and retry
+// set (once per half PollInterval), and answers those scripts itself for the
+// queues with nothing for them. A job that lands in a list the sieve has just
+// seen empty waits at most that half poll longer. See sieve.go.
+//
 // # Leases and crash recovery
 //
 // The lease of a tool (ToolRoute.Lease, else ConsumerOptions.Lease) is

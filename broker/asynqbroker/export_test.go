@@ -12,3 +12,7 @@ func Pace(c broker.Consumer) (busy bool, servers int) {
 	defer l.mu.Unlock()
 	return l.cur.busy, 1 + len(l.retired)
 }
+
+// Dequeues reports how many of Asynq's dequeue scripts c's servers ran on
+// Redis and how many the sieve answered itself.
+func Dequeues(c broker.Consumer) (run, answered int64) { return c.(*consumer).rdb.counts() }

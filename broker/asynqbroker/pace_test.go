@@ -36,17 +36,7 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 	}
 	run := func(i int) {
 		t.Helper()
-		job := &broker.Job{TaskID: fmt.Sprintf("PACE%022d", i), Tool: "t"}
-		if err := q.Enqueue(ctx, job); err != nil {
-			t.Fatal(err)
-		}
-		d := next(t, cons)
-		if d.Job().TaskID != job.TaskID {
-			t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
-		}
-		if err := d.Ack(ctx); err != nil {
-			t.Fatal(err)
-		}
+		enqueueTake(t, q, cons, &broker.Job{TaskID: fmt.Sprintf("PACE%022d", i), Tool: "t"})
 	}
 	run(0) // picked up at the idle poll
 	const n = 10
@@ -62,4 +52,49 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 		return !busy && servers == 1
 	})
 	run(n + 1) // and still takes jobs
+}
+
+// A consumer of many tools pays for a job about one dequeue on Redis, not
+// one per tool: Asynq's processor runs its dequeue script on every queue in
+// turn until one has a job, and the sieve answers for the empty ones.
+func TestSieveSavesRoundTrips(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, redistest.Client(t), &asynqbroker.Config{BusyPollInterval: 2 * time.Millisecond})
+	ctx := t.Context()
+	const nTools, n = 40, 10
+	var names []string
+	for i := range nTools {
+		names = append(names, fmt.Sprintf("t%02d", i))
+	}
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools(names...), Lease: time.Minute, Slots: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		enqueueTake(t, q, cons, &broker.Job{TaskID: fmt.Sprintf("SIEVE%021d", i), Tool: names[(i*7)%nTools]})
+	}
+	run, answered := asynqbroker.Dequeues(cons)
+	// Each job is one dequeue that finds it; a look at the lists may
+	// precede by a moment a job still being enqueued, or a paced server's
+	// last dequeue, so allow a few more. Without the sieve a job costs
+	// about nTools/2 dequeues, and every empty poll nTools.
+	if run < n || run > 3*n || answered < n*nTools/4 {
+		t.Fatalf("%d jobs of a consumer of %d tools: %d dequeue scripts run on Redis, %d answered by the sieve; want %d to %d run, at least %d answered",
+			n, nTools, run, answered, n, 3*n, n*nTools/4)
+	}
+}
+
+// enqueueTake enqueues job, takes it from cons and acks it.
+func enqueueTake(t *testing.T, q *asynqbroker.Queue, cons broker.Consumer, job *broker.Job) {
+	t.Helper()
+	if err := q.Enqueue(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, cons)
+	if d.Job().TaskID != job.TaskID {
+		t.Fatalf("got job %s, want %s", d.Job().TaskID, job.TaskID)
+	}
+	if err := d.Ack(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -553,7 +553,7 @@ func (s *queueSuite) concurrentConsumers(t *testing.T, e *queueEnv) {
 			for i := half; i < jobs; i += 2 {
 				if err := e.q.Enqueue(e.ctx, want[i]); err != nil {
 					mu.Lock()
-					errs = append(errs, fmt.Errorf("Enqueue: %w", err))
+					errs = append(errs, fmt.Errorf("enqueue: %w", err))
 					mu.Unlock()
 				}
 			}

@@ -31,6 +31,8 @@ func (b *Bus) subject(topic broker.Topic, taskID string) string {
 	return b.prefix + "." + string(topic) + "." + taskID
 }
 
+// Publish sends data on topic for taskID to every current subscriber (core
+// NATS: nothing is kept for a subscriber that is not there).
 func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data []byte) error {
 	if !broker.SafeName(taskID) {
 		return fmt.Errorf("natsbroker: publish %s: invalid task id %q", topic, taskID)
@@ -41,6 +43,9 @@ func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data
 	return nil
 }
 
+// Subscribe calls fn with the task id and data of each message published on
+// topic for taskID, or for every task when taskID is "", until the
+// subscription is closed or ctx ends.
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
 	if taskID != "" && !broker.SafeName(taskID) {
 		// "a.>" or "*" would subscribe to other tasks' messages.

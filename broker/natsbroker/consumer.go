@@ -2,7 +2,6 @@ package natsbroker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -38,7 +37,7 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	case maxDeliver < 0:
 		maxDeliver = -1
 	}
-	c := &consumer{slots: opts.Slots, wake: make(chan struct{})}
+	c := &consumer{slots: opts.Slots, wake: make(chan struct{}), signal: make(chan struct{}, 1), nc: q.js.Conn(), names: q.cfg.names()}
 	for _, r := range opts.Tools {
 		rt := &route{tool: r.Tool, lease: lease, max: maxDeliver, limit: r.MaxConcurrency}
 		if r.Lease > 0 {
@@ -61,6 +60,14 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 		rt.c = cons
 		c.routes = append(c.routes, rt)
 	}
+	context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.ended = true
+		for _, r := range c.routes {
+			r.listen(c, false)
+		}
+	})
 	return c, nil
 }
 
@@ -123,7 +130,12 @@ type consumer struct {
 
 	mu       sync.Mutex
 	rr       int           // round-robin cursor for ties
+	signal   chan struct{} // cap 1: an idle tool got a job (see route.listen)
+	nc       *nats.Conn
+	names    Names
+	ended    bool          // the ctx of Consumer ended: no more signals
 	sweeping bool          // a Next checks the tools no pull covers
+	sweptAt  time.Time     // when it last did
 	wake     chan struct{} // closed (and replaced) when a capped tool frees a place
 }
 
@@ -136,21 +148,65 @@ type route struct {
 	max   int
 	limit int // MaxConcurrency; 0: none
 
-	pulls int    // open pull requests, each of which may deliver one job
-	held  int    // deliveries handed out and not settled (nor lapsed)
-	hint  uint64 // jobs pending after the last delivery: more work likely
+	pulls   int       // open pull requests, each of which may deliver one job
+	held    int       // deliveries handed out and not settled (nor lapsed)
+	hint    uint64    // jobs pending after the last delivery: more work likely
+	lastOut time.Time // of the last delivery
+	sub     *nats.Subscription
 }
+
+// listen subscribes to r's job subjects (on, unless the consumer's ctx has
+// ended) or unsubscribes. A job published on a tool that is not hot marks
+// the tool as having pending work and wakes the sweeper (see watch): with a
+// hot tool taking the waiting slots' pulls, a job of an idle tool is then
+// fetched at once instead of at the next sweep. A tool that delivered
+// within hotFor has pulls open, so it does not listen: its jobs would cost
+// every worker of the pool a copy each. c.mu is held.
+func (r *route) listen(c *consumer, on bool) {
+	switch {
+	case on && r.sub == nil && !c.ended:
+		r.sub, _ = c.nc.Subscribe(c.names.ToolSubjects(r.tool), func(*nats.Msg) {
+			c.mu.Lock()
+			r.hint = max(r.hint, 1)
+			c.mu.Unlock()
+			select {
+			case c.signal <- struct{}{}:
+			default:
+			}
+		})
+	case !on && r.sub != nil:
+		_ = r.sub.Unsubscribe()
+		r.sub = nil
+	}
+}
+
+// hotFor is how long a tool stays hot after a delivery (see pick).
+const hotFor = time.Second
+
+// hot reports whether r had work lately: jobs pending after its last
+// delivery, or a delivery within hotFor.
+func (r *route) hot(now time.Time) bool { return r.hint > 0 || now.Sub(r.lastOut) < hotFor }
 
 // open reports whether one more pull may be opened on r.
 func (r *route) open() bool { return r.limit <= 0 || r.pulls+r.held < r.limit }
 
 // pick chooses the tool to pull from next and counts the pull as open:
-// a tool with pending work first, then the one with the fewest open pulls;
-// ties go round robin. nil when every tool is at its MaxConcurrency.
+// a tool with pending work first, then a hot one, then the one with the
+// fewest open pulls; ties go round robin. nil when every tool is at its
+// MaxConcurrency. So while some tool is hot, waiting slots pull from hot
+// tools only and the others are left to the sweep: a slot parked in a pull
+// on an idle tool is a slot the busy one lacks (with one pull per tool, a
+// worker of 44 tools and 64 slots ran its busy tool on the 20 left over),
+// and an idle tool then costs its sweep, not a slot per tool. While none is,
+// every tool gets a pull in turn, as many as there are waiting slots.
 func (c *consumer) pick() *route {
+	now := time.Now()
 	better := func(r, than *route) bool {
 		if (r.hint > 0) != (than.hint > 0) {
 			return r.hint > 0
+		}
+		if r.hot(now) != than.hot(now) {
+			return r.hot(now)
 		}
 		return r.pulls < than.pulls
 	}
@@ -160,6 +216,7 @@ func (c *consumer) pick() *route {
 	n := len(c.routes)
 	for i := range n {
 		r := c.routes[(c.rr+i)%n]
+		r.listen(c, now.Sub(r.lastOut) >= hotFor)
 		if r.open() && (best == nil || better(r, best)) {
 			best = r
 		}
@@ -171,9 +228,12 @@ func (c *consumer) pick() *route {
 	return best
 }
 
-// sweep reports whether the calling Next is to check the tools no pull
-// covers (and returns them): one Next at a time does, while there are such
-// tools. was says whether the caller held the role until now.
+// sweep reports whether the calling Next is the sweeper, the one Next at a
+// time that checks the tools no pull covers while there are such tools
+// (was: the caller held the role until now), and returns those tools when
+// they are due: sweepEvery after the last sweep, whichever Next made it, so
+// that under load, when the role passes from Next to Next, idle tools cost
+// a sweep every sweepEvery and not one per job.
 func (c *consumer) sweep(was bool) ([]*route, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -187,7 +247,11 @@ func (c *consumer) sweep(was bool) ([]*route, bool) {
 		}
 	}
 	c.sweeping = len(out) > 0
-	return out, c.sweeping
+	if now := time.Now(); now.Sub(c.sweptAt) >= sweepEvery {
+		c.sweptAt = now
+		return out, c.sweeping
+	}
+	return nil, c.sweeping
 }
 
 func (c *consumer) endSweep() {
@@ -223,6 +287,7 @@ func (c *consumer) done(r *route, got jetstream.Msg) (*delivery, error) {
 	case derr == nil:
 		r.held++
 		r.hint = d.pending
+		r.lastOut = time.Now()
 	}
 	return d, derr
 }
@@ -235,6 +300,34 @@ func (c *consumer) settled(r *route) {
 	close(c.wake)
 	c.wake = make(chan struct{})
 	c.mu.Unlock()
+}
+
+// watch lets the sweeper wait for a signal from an idle tool (or the next
+// sweep) instead of pulling on r, the tool pick chose for it, when other
+// slots have pulls open (they pull on r, or will once their pull on an idle
+// tool expires) and r has no jobs known to be pending: one slot then serves
+// the idle tools at once and the others the hot one. It reports whether it
+// waited; if so the pull pick counted on r is closed.
+func (c *consumer) watch(ctx context.Context, r *route) bool {
+	c.mu.Lock()
+	pulls := 0
+	for _, o := range c.routes {
+		pulls += o.pulls
+	}
+	if r.hint > 0 || pulls < 2 {
+		c.mu.Unlock()
+		return false
+	}
+	r.pulls--
+	c.mu.Unlock()
+	t := time.NewTimer(sweepEvery)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-c.signal:
+	case <-t.C:
+	}
+	return true
 }
 
 func (c *consumer) waitPlace(ctx context.Context) error {
@@ -266,8 +359,9 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 		wait := pullWait
 		var bare []*route
 		if bare, sweeper = c.sweep(sweeper); sweeper {
-			// More tools than waiting slots: check the uncovered ones
-			// without waiting, and come back to them soon.
+			// Tools no pull covers (more tools than waiting slots, or
+			// idle ones while another is hot): check them without
+			// waiting when due, and come back to them soon.
 			for _, r := range bare {
 				if !c.opened(r) {
 					continue
@@ -283,6 +377,9 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 			if err := c.waitPlace(ctx); err != nil {
 				return nil, err
 			}
+			continue
+		}
+		if sweeper && c.watch(ctx, r) {
 			continue
 		}
 		if dl, ok := ctx.Deadline(); ok {
@@ -362,73 +459,4 @@ func backoff(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// delivery is one job handed out. Its place in its tool's MaxConcurrency is
-// given back when the worker settles it, or when its lease lapses without
-// an Extend (the broker then hands the job to another worker).
-type delivery struct {
-	msg     jetstream.Msg
-	job     broker.Job
-	attempt int
-	pending uint64
-
-	c     *consumer
-	r     *route
-	once  sync.Once
-	lapse *time.Timer
-}
-
-func newDelivery(msg jetstream.Msg, c *consumer, r *route) (*delivery, error) {
-	d := &delivery{msg: msg, c: c, r: r}
-	if err := json.Unmarshal(msg.Data(), &d.job); err != nil {
-		return nil, fmt.Errorf("natsbroker: undecodable job: %w", err)
-	}
-	md, err := msg.Metadata()
-	if err != nil {
-		return nil, fmt.Errorf("natsbroker: job metadata: %w", err)
-	}
-	d.attempt, d.pending = int(md.NumDelivered), md.NumPending
-	// Armed only once d.lapse is set: release stops it.
-	d.lapse = time.AfterFunc(time.Duration(1<<62), d.release)
-	d.lapse.Reset(r.lease)
-	return d, nil
-}
-
-func (d *delivery) release() { d.once.Do(func() { d.lapse.Stop(); d.c.settled(d.r) }) }
-
-func (d *delivery) Job() *broker.Job { return &d.job }
-func (d *delivery) Attempt() int     { return d.attempt }
-
-func (d *delivery) Ack(ctx context.Context) error {
-	defer d.release()
-	return d.msg.DoubleAck(ctx)
-}
-
-func (d *delivery) Retry(_ context.Context, delay time.Duration) error {
-	defer d.release()
-	if delay <= 0 {
-		return d.msg.Nak()
-	}
-	return d.msg.NakWithDelay(delay)
-}
-
-var _ broker.Deferrer = (*delivery)(nil)
-
-// Defer is a delayed Nak: JetStream counts it as a delivery all the same,
-// so routes whose jobs are deferred take no MaxDeliveries bound.
-func (d *delivery) Defer(ctx context.Context, delay time.Duration) error { return d.Retry(ctx, delay) }
-
-// RedeliversAfterLease implements broker.Redeliverer: JetStream delivers an
-// unacknowledged job again after the consumer's ack wait, the route's lease.
-func (d *delivery) RedeliversAfterLease() {}
-
-func (d *delivery) Term(_ context.Context, reason string) error {
-	defer d.release()
-	return d.msg.TermWithReason(reason)
-}
-
-func (d *delivery) Extend(context.Context) error {
-	d.lapse.Reset(d.r.lease)
-	return d.msg.InProgress()
 }

@@ -31,11 +31,18 @@
 // A Consumer pulls with batches of one and never holds more open pull
 // requests than it has callers of Next waiting, so it never takes a job no
 // slot is free to run. Each waiting Next pulls on one tool: first a tool
-// whose last delivery said more jobs were pending, else the tool with the
-// fewest open pulls; pulls last up to a second, so an idle worker looks at
-// every tool within a second. When there are more tools than waiting slots,
-// one waiting Next also checks the tools no pull covers, without waiting (a
-// no-wait fetch each), every 250 ms: a job of such a tool waits at most about
-// that long for an idle worker. A tool's MaxConcurrency caps its open
-// pulls plus its deliveries not yet settled.
+// whose last delivery said more jobs were pending, then a hot tool (one that
+// delivered within the last second), else the tool with the fewest open
+// pulls; pulls last up to a second, so an idle worker looks at every tool
+// within a second. While a tool is hot, waiting slots pull on hot tools
+// only: a slot parked in a pull on an idle tool is one the busy tool lacks,
+// so what a job costs does not depend on how many tools the worker serves.
+// One waiting Next, the sweeper, checks the tools no pull covers (more
+// tools than waiting slots, or idle ones while another is hot), without
+// waiting (a no-wait fetch each), every 250 ms; those tools also listen on
+// their job subjects (core NATS), and a job published on one wakes the
+// sweeper, which then fetches it at once. A job of an uncovered tool whose
+// signal was missed (a redelivery, a job published as the tool cooled)
+// waits at most about 250 ms for an idle worker. A tool's MaxConcurrency
+// caps its open pulls plus its deliveries not yet settled.
 package natsbroker

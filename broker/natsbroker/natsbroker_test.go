@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -157,18 +158,9 @@ func TestLegacyConsumerReplaced(t *testing.T) {
 // other tool's pull has run out.
 func TestManyToolsFewSlots(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	q, err := natsbroker.NewQueue(ctx, js, &natsbroker.Config{Prefix: natstest.Name(t), Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var routes []broker.ToolRoute
-	for i := range 20 {
-		routes = append(routes, broker.ToolRoute{Tool: fmt.Sprintf("tool%02d", i)})
-	}
+	q, routes := manyTools(ctx, t, 20)
 	c, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: routes, Slots: 1, Lease: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -201,4 +193,77 @@ func TestManyToolsFewSlots(t *testing.T) {
 	if worst > 700*time.Millisecond {
 		t.Fatalf("worst pickup %s with 20 tools and one slot, want under 700ms (sweeps every 250ms)", worst)
 	}
+}
+
+// TestIdleToolWhileAnotherIsHot: while one tool keeps the waiting slots'
+// pulls, a job of an idle tool is fetched at once (the idle tool's
+// subscription wakes the sweeper), not at the next sweep, up to 250ms later
+// (about 125ms in the median). The median allows for a round in which the
+// sweeper role is passing between slots.
+func TestIdleToolWhileAnotherIsHot(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	q, routes := manyTools(ctx, t, 20)
+	const slots = 4
+	c, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: routes, Slots: slots, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan broker.Delivery)
+	for range slots {
+		go func() {
+			for {
+				d, err := c.Next(ctx)
+				if err != nil {
+					return
+				}
+				_ = d.Ack(ctx)
+				out <- d
+			}
+		}()
+	}
+	hot := routes[0].Tool
+	var took []time.Duration
+	const rounds = 9
+	for i := range rounds {
+		if err := q.Enqueue(ctx, &broker.Job{TaskID: fmt.Sprintf("HOT%023d", i), Tool: hot}); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-out; d.Job().Tool != hot {
+			t.Fatalf("round %d: got a job of %s, want %s", i, d.Job().Tool, hot)
+		}
+		// Let the slots settle into pulls on the hot tool.
+		time.Sleep(100 * time.Millisecond)
+		idle := routes[1+(i*7)%(len(routes)-1)].Tool
+		sent := time.Now()
+		if err := q.Enqueue(ctx, &broker.Job{TaskID: fmt.Sprintf("IDLE%022d", i), Tool: idle}); err != nil {
+			t.Fatal(err)
+		}
+		if d := <-out; d.Job().Tool != idle {
+			t.Fatalf("round %d: got a job of %s, want %s", i, d.Job().Tool, idle)
+		}
+		took = append(took, time.Since(sent))
+	}
+	slices.Sort(took)
+	t.Logf("pickups of an idle tool's job while another is hot: %v", took)
+	if median := took[rounds/2]; median > 50*time.Millisecond {
+		t.Fatalf("median pickup %s of an idle tool's job while another is hot, want under 50ms (a sweep every 250ms)", median)
+	}
+}
+
+// manyTools is a queue of its own on a server of its own, and n routes.
+func manyTools(ctx context.Context, t *testing.T, n int) (*natsbroker.Queue, []broker.ToolRoute) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	q, err := natsbroker.NewQueue(ctx, js, &natsbroker.Config{Prefix: natstest.Name(t), Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes []broker.ToolRoute
+	for i := range n {
+		routes = append(routes, broker.ToolRoute{Tool: fmt.Sprintf("tool%02d", i)})
+	}
+	return q, routes
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -30,7 +30,7 @@ func (f *consoleFlags) flags(fs *flag.FlagSet) {
 // --insecure-no-auth, like the API), admins only with it, and not at all
 // when authentication is on and no admin is named.
 // admins are the parsed --console-admins (console.ParseAdmins).
-func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *auth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
+func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
 	if !f.on {
 		return
 	}

@@ -37,10 +37,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/examples/demo"
+	"github.com/mcpqueue/mcpqueue/internal/demo"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -158,7 +159,7 @@ func isLoopbackListen(addr string) bool {
 // authenticator checks the auth settings against the listen address and
 // builds the bearer-token Authenticator (nil: authentication off, which is
 // allowed on loopback or with --insecure-no-auth only).
-func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*auth.Authenticator, error) {
+func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*jwtauth.Authenticator, error) {
 	loopback := isLoopbackListen(c.listen)
 	if c.authJWKSURL == "" && c.authHS256KeyFile == "" {
 		for flag, v := range map[string]string{"--auth-issuer": c.authIssuer, "--auth-audience": c.authAudience, "--auth-scopes": c.authScopes, "--auth-tenant-claim": c.authTenantClaim, "--auth-authorization-server": c.authServers} {
@@ -188,7 +189,7 @@ func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*auth.A
 		}
 		audience = base + "/mcp"
 	}
-	cfg := &auth.Config{
+	cfg := &jwtauth.Config{
 		Issuer: c.authIssuer, Audience: audience, JWKSURL: c.authJWKSURL,
 		Scopes:               strings.FieldsFunc(c.authScopes, func(r rune) bool { return r == ',' || r == ' ' }),
 		TenantClaim:          c.authTenantClaim,
@@ -205,7 +206,7 @@ func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*auth.A
 		}
 		cfg.HS256Key = bytes.TrimSpace(key)
 	}
-	a, err := auth.New(cfg)
+	a, err := jwtauth.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -297,7 +298,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	defer backend.FlushSpans(flush, log)
 	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
 	tel := b.Telemetry(reg, tp)
-	tel.WatchQueue(b.Queue, catalogRoutes(b.Catalog))
+	tel.WatchQueue(b.QueueDepth(), catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 
 	var wg sync.WaitGroup
@@ -348,7 +349,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if u, err := url.Parse(c.publicURL); err == nil && u.Hostname() != "" {
 		hosts = append(hosts, u.Hostname())
 	}
-	var fauth mcpfront.Authenticator // stays nil without auth (not a nil *auth.Authenticator)
+	var fauth auth.Authenticator // stays nil without auth (not a nil *jwtauth.Authenticator)
 	if authn != nil {
 		fauth = authn
 	}
@@ -437,7 +438,7 @@ func catalogRoutes(c taskstate.Catalog) func(context.Context) ([]string, error) 
 
 // bearerOnly admits a request with a valid bearer token only (401 with the
 // authenticator's challenge otherwise).
-func bearerOnly(a *auth.Authenticator) func(http.Handler) http.Handler {
+func bearerOnly(a *jwtauth.Authenticator) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if _, err := a.Authenticate(r); err != nil {

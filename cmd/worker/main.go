@@ -1,4 +1,4 @@
-// Command worker runs the demo tools (examples/demo) off the queue, and
+// Command worker runs the demo tools (internal/demo) off the queue, and
 // relays the tools of MCP servers named with --mcp-stdio or --mcp-config.
 // Start as many as you like against one NATS or Redis (--broker asynq); each
 // pulls one job per free slot.
@@ -7,7 +7,7 @@
 package main
 
 import (
-	"github.com/mcpqueue/mcpqueue/examples/demo"
+	"github.com/mcpqueue/mcpqueue/internal/demo"
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -99,7 +100,7 @@ func TestTaskOnceAnswers(t *testing.T) {
 	if err != nil || !s.inline || s.polls != 0 || s.e2e != s.create {
 		t.Errorf("inline: %+v, %v; want inline, no polls, e2e = create", s, err)
 	}
-	if _, err := run("failing", pollPolicy{server: true}); err != errToolError {
+	if _, err := run("failing", pollPolicy{server: true}); !errors.Is(err, errToolError) {
 		t.Errorf("inline isError: %v, want errToolError", err)
 	}
 	s, err = run("done", pollPolicy{server: true}) // would wait 1s if it followed pollIntervalMs

@@ -178,7 +178,7 @@ func (c *conn) roundTrip(host, path string, headers, body []byte) (r response, k
 				return r, false, err
 			}
 			if crlf, err := c.line(); err != nil || len(crlf) != 0 {
-				return r, false, fmt.Errorf("chunk not followed by CRLF (%v)", err)
+				return r, false, fmt.Errorf("chunk not followed by CRLF (%w)", err)
 			}
 		}
 	case length >= 0:

@@ -275,7 +275,7 @@ func (m *mcp) taskOnce(ctx context.Context, t toolCall, poll pollPolicy) (sample
 			}
 			return s, nil
 		default:
-			return s, fmt.Errorf("task %s ended %s: %v", h.TaskID, g.Status, g.Error)
+			return s, fmt.Errorf("task %s ended %s: %w", h.TaskID, g.Status, g.Error)
 		}
 	}
 }

@@ -440,7 +440,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		case "asynq":
 			pid, dur, ver, err := redisInfo(ctx, c.redisURL)
 			if err != nil {
-				return fmt.Errorf("Redis at %s: %w", c.redisURL, err)
+				return fmt.Errorf("redis at %s: %w", c.redisURL, err)
 			}
 			pids["broker"] = pid
 			beArgs = []string{"--broker", "asynq", "--redis", c.redisURL, "--asynq-poll", c.asynqPoll.String(), "--asynq-busy-poll", c.asynqBusy.String()}
@@ -687,7 +687,9 @@ func redisInfo(ctx context.Context, url string) (pid int, durability, version st
 		k, v, _ := strings.Cut(strings.TrimSpace(l), ":")
 		switch k {
 		case "process_id":
-			fmt.Sscan(v, &pid)
+			if _, err := fmt.Sscan(v, &pid); err != nil {
+				return 0, "", "", fmt.Errorf("redis INFO process_id %q: %w", v, err)
+			}
 		case "redis_version":
 			version = v
 		}
@@ -715,7 +717,7 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if p.exited() {
-			return fmt.Errorf("api exited: %v\n%s", p.err, p.out.String())
+			return fmt.Errorf("api exited: %w\n%s", p.err, p.out.String())
 		}
 		resp, err := http.Get(url)
 		if err == nil {
@@ -741,7 +743,7 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if p != nil && p.exited() {
-			return "", fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+			return "", fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
 		}
 		var list struct {
 			Tools []struct {
@@ -773,7 +775,7 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 			if p != nil {
 				out = "\n" + p.out.String()
 			}
-			return "", fmt.Errorf("tools %q not listed within 20s (last error %v):%s", missing, err, out)
+			return "", fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, err, out)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return "", err

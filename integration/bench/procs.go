@@ -107,7 +107,7 @@ func build(ctx context.Context, root string, withPprof, conformance bool, cl *cl
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		return nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	b := &bins{dir: dir, api: filepath.Join(dir, "api"), worker: filepath.Join(dir, workerBin), nats: filepath.Join(dir, "nats-server")}
 	for _, p := range []string{b.api, b.worker, b.nats} {
@@ -216,7 +216,7 @@ func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) e
 	deadline := time.Now().Add(within)
 	for !strings.Contains(p.out.String(), s) {
 		if p.exited() {
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+			return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())

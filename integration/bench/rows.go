@@ -29,7 +29,7 @@ func (x *runner) window() window {
 func (x *runner) alive() error {
 	for _, p := range x.procs {
 		if p.exited() {
-			return fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+			return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
 		}
 	}
 	return nil

@@ -85,7 +85,7 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 		}
 		for _, p := range []*proc{api, worker} {
 			if p.exited() {
-				return nil, fmt.Errorf("%s exited: %v\n%s", p.name, p.err, p.out.String())
+				return nil, fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
 			}
 		}
 		took := time.Since(start)

@@ -93,7 +93,7 @@ func Build(t testing.TB) *Bins {
 			cmd := exec.Command("go", append(args, pkg)...)
 			cmd.Dir = dir
 			if msg, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+				buildErr = fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
 				return
 			}
 		}

@@ -35,7 +35,7 @@ func Build(root, dir string, pkgs ...string) (map[string]*Binary, error) {
 	cmd := exec.Command("go", append([]string{"build", "-o", dir + "/"}, pkgs...)...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("binflags: go build: %v\n%s", err, out)
+		return nil, fmt.Errorf("binflags: go build: %w\n%s", err, out)
 	}
 	bins := map[string]*Binary{}
 	for _, p := range pkgs {
@@ -62,7 +62,7 @@ func Read(path string) (*Binary, error) {
 	cmd.Stdout, cmd.Stderr = &help, &help
 	cmd.Env = []string{}
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("binflags: %s -h: %v\n%s", path, err, help.String())
+		return nil, fmt.Errorf("binflags: %s -h: %w\n%s", path, err, help.String())
 	}
 	b := &Binary{Flags: map[string]Flag{}, ByEnv: map[string]Flag{}}
 	var cur *Flag

@@ -1,11 +1,16 @@
 // Package layout_test enforces the package layout — which package may import
-// which: the seam packages broker and taskstate import only the standard
-// library, an implementation only its seam, the layers point inward, only
-// cmd/, backend and integration name an implementation, and only gosdk (and
-// users' code) imports go-sdk (docs/architecture.md, "Processes and seams";
-// docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's import graph with go/build
-// (non-test files only, for the current platform) and fails with the
-// offending import and the path that leads to it.
+// which: the seam packages broker and taskstate, and auth, import only the
+// standard library; an implementation imports only its seam (auth/jwtauth
+// and auth/authtest from this module only auth); telemetry takes plain
+// values and imports no package of this module; the layers point inward;
+// only cmd/, backend and integration name an implementation; only gosdk (and
+// users' code) imports go-sdk; and nothing imports an example but the
+// example itself (examples/conformance its fixtures), so the binaries'
+// demo tools live in internal/demo (docs/architecture.md, "Processes and
+// seams"; docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's
+// import graph with go/build (non-test files only, for the current
+// platform) and fails with the offending import and the path that leads
+// to it.
 package layout_test
 
 import (
@@ -13,6 +18,7 @@ import (
 	"fmt"
 	"go/build"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +110,14 @@ func (g graph) deps(pkg string) map[string][]string {
 
 func chain(c []string) string { return strings.Join(c, " → ") }
 
+// exampleOf is the example a package below examples/ belongs to:
+// examples/conformance for examples/conformance/fixtures.
+func exampleOf(pkg string) string {
+	rest, _ := strings.CutPrefix(pkg, "examples/")
+	name, _, _ := strings.Cut(rest, "/")
+	return "examples/" + name
+}
+
 // check returns every violation of the layout rules in g, one line each.
 func check(g graph) []string {
 	var bad []string
@@ -115,8 +129,9 @@ func check(g graph) []string {
 
 	for _, p := range pkgs {
 		switch {
-		// The seam packages are leaves: standard library only.
-		case p == "broker" || p == "taskstate":
+		// The seam packages, and auth (who a request acts for, which the
+		// front end imports), are leaves: standard library only.
+		case p == "broker" || p == "taskstate" || p == "auth":
 			for _, imp := range g[p] {
 				if !isStd(imp) {
 					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
@@ -148,12 +163,31 @@ func check(g graph) []string {
 			}
 		}
 
-		// telemetry is called by every layer, so it sees only the seams.
+		// auth's implementations and test helpers (auth/jwtauth,
+		// auth/authtest) take from this module only auth itself.
+		if under(p, "auth") && p != "auth" {
+			for _, imp := range g[p] {
+				if r, ok := rel(imp); ok && r != "auth" {
+					bad = append(bad, fmt.Sprintf("%s may import from this module only %s/auth, but imports %s", p, module, imp))
+				}
+			}
+		}
+
+		// telemetry is called by every layer, so it takes plain values and
+		// imports no package of this module.
 		if under(p, "telemetry") {
 			for _, imp := range g[p] {
-				if r, ok := rel(imp); ok && r != "broker" && r != "taskstate" && !under(r, "telemetry") {
-					bad = append(bad, fmt.Sprintf("%s may import from this module only the seams (broker, taskstate), but imports %s", p, imp))
+				if r, ok := rel(imp); ok && !under(r, "telemetry") {
+					bad = append(bad, fmt.Sprintf("%s must import no package of this module, but imports %s", p, imp))
 				}
+			}
+		}
+
+		// examples/ is what users copy: nothing builds on an example but
+		// the example itself (examples/conformance on its fixtures).
+		for _, imp := range g[p] {
+			if r, ok := rel(imp); ok && under(r, "examples") && !under(p, exampleOf(r)) {
+				bad = append(bad, fmt.Sprintf("%s imports %s; nothing may import an example but the example itself", p, imp))
 			}
 		}
 
@@ -291,7 +325,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "broker/natsbroker", "taskstate/natskv", "backend"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -326,7 +360,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"cmd/api":              {m("backend"), m("broker/natsbroker")},
 		"integration":          {m("taskstate/natskv")},
 		"examples/demo":        {m("broker/asynqbroker")},
-		"telemetry":            {m("broker"), m("taskstate"), m("producer")},
+		"telemetry":            {m("broker"), "github.com/prometheus/client_golang/prometheus"},
 		"gosdk":                {m("bridge"), goSDK + "/mcp"},
 		"bridge":               {m("consumer"), goSDK + "/jsonrpc"},
 		"worker":               {m("consumer"), m("gosdk")},
@@ -349,7 +383,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"mcpfront reaches backend: mcpfront → backend",
 		"mcpfront reaches taskstate/redisstate: mcpfront → backend → taskstate/redisstate",
 		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
-		"telemetry may import from this module only the seams (broker, taskstate), but imports " + m("producer"),
+		"telemetry must import no package of this module, but imports " + m("broker"),
 		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
 		"worker reaches go-sdk through gosdk: worker → gosdk",
 	} {
@@ -357,9 +391,45 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "prometheus"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
+		}
+	}
+}
+
+// TestPlantedViolations takes the module's real graph, which must be clean,
+// adds one offending import at a time, and expects check to report it by
+// name: the rules hold for the packages as they are, not only for a made-up
+// module.
+func TestPlantedViolations(t *testing.T) {
+	t.Parallel()
+	base := load(t)
+	if bad := check(base); len(bad) > 0 {
+		t.Fatalf("the module breaks the layout before anything is planted:\n%s", strings.Join(bad, "\n"))
+	}
+	m := func(p string) string { return module + "/" + p }
+	for _, plant := range []struct{ from, imp, want string }{
+		{"auth", m("mcpfront"), "auth must import only the standard library, but imports " + m("mcpfront")},
+		{"auth", "github.com/golang-jwt/jwt/v5", "auth must import only the standard library, but imports github.com/golang-jwt/jwt/v5"},
+		{"auth/jwtauth", m("mcpfront"), "auth/jwtauth may import from this module only " + m("auth") + ", but imports " + m("mcpfront")},
+		{"auth/authtest", m("taskstate"), "auth/authtest may import from this module only " + m("auth") + ", but imports " + m("taskstate")},
+		{"telemetry", m("broker"), "telemetry must import no package of this module, but imports " + m("broker")},
+		{"telemetry", m("taskstate"), "telemetry must import no package of this module, but imports " + m("taskstate")},
+		{"cmd/api", m("examples/conformance/fixtures"), "cmd/api imports " + m("examples/conformance/fixtures") + "; nothing may import an example but the example itself"},
+		{"internal/demo", m("examples/gosdk-worker"), "internal/demo imports " + m("examples/gosdk-worker") + "; nothing may import an example but the example itself"},
+		{"examples/gosdk-worker", m("examples/conformance/fixtures"), "examples/gosdk-worker imports " + m("examples/conformance/fixtures") + "; nothing may import an example but the example itself"},
+		{"broker", m("taskstate"), "broker must import only the standard library, but imports " + m("taskstate")},
+		{"consumer", m("mcpfront"), "consumer must never import mcpfront, but does: consumer → mcpfront"},
+	} {
+		if _, ok := base[plant.from]; !ok {
+			t.Errorf("planting %s → %s: package %s not in the module", plant.from, plant.imp, plant.from)
+			continue
+		}
+		g := maps.Clone(base)
+		g[plant.from] = append(slices.Clone(base[plant.from]), plant.imp)
+		if got := check(g); !slices.Contains(got, plant.want) {
+			t.Errorf("planted %s → %s: want the violation %q; got:\n%s", plant.from, plant.imp, plant.want, strings.Join(got, "\n"))
 		}
 	}
 }

@@ -281,7 +281,7 @@ func Check(p Param, args map[string]any, values []string) error {
 	}
 	got, err := Decode(values[0])
 	if err != nil {
-		return fmt.Errorf("%s header %s", header, err)
+		return fmt.Errorf("%s header %w", header, err)
 	}
 	for _, v := range values[1:] {
 		if d, err := Decode(v); err != nil || d != got {

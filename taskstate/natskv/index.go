@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -71,6 +70,7 @@ func (s *Store) index(ctx context.Context, t *taskstate.Task, ttl time.Duration)
 	return nil
 }
 
+// List pages through the owner's records: taskstate.Store.
 func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskstate.Task, string, error) {
 	if owner == "" {
 		return nil, "", nil
@@ -134,49 +134,4 @@ func (s *Store) unindex(ctx context.Context, k string, minAge time.Duration) {
 		return
 	}
 	_ = s.owners.Purge(ctx, k, jetstream.LastRevision(e.Revision()), jetstream.PurgeTTL(indexGrace))
-}
-
-// Sessions (taskstate.Sessions) live in their own bucket, whose MaxAge is the
-// session lifetime.
-
-func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
-	if !taskstate.ValidID(sess.ID) {
-		return fmt.Errorf("natskv: session: invalid id %q", sess.ID)
-	}
-	b, err := json.Marshal(sess)
-	if err != nil {
-		return err
-	}
-	if _, err := s.sessions.Put(ctx, sess.ID, b); err != nil {
-		return fmt.Errorf("natskv: put session: %w", err)
-	}
-	return nil
-}
-
-func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
-	e, err := s.sessions.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, taskstate.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("natskv: session %s: %w", id, err)
-	}
-	var sess taskstate.Session
-	if err := json.Unmarshal(e.Value(), &sess); err != nil {
-		return nil, fmt.Errorf("natskv: decode session: %w", err)
-	}
-	return &sess, nil
-}
-
-func (s *Store) DeleteSession(ctx context.Context, id string) error {
-	if !taskstate.ValidID(id) {
-		return nil
-	}
-	if err := s.sessions.Purge(ctx, id); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("natskv: delete session: %w", err)
-	}
-	return nil
 }

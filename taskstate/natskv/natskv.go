@@ -1,7 +1,3 @@
-// Package natskv implements taskstate.Store and taskstate.Catalog on NATS
-// JetStream key-value buckets. Records are written with compare-and-set on the
-// key's last sequence; a record turning terminal is written with a per-message
-// TTL, so retention counts from that moment and active records never expire.
 package natskv
 
 import (
@@ -244,6 +240,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Create stores a new record (ErrExists if the id is taken): taskstate.Store.
 func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return fmt.Errorf("natskv: create: invalid task id %q", t.ID)
@@ -271,6 +268,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	return nil
 }
 
+// Get reads the record (ErrNotFound if absent): taskstate.Store.
 func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
@@ -285,6 +283,7 @@ func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	return taskstate.Decode(e.Value(), e.Revision())
 }
 
+// Update writes the record if its Revision is still the stored one (ErrConflict otherwise): taskstate.Store.
 func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return taskstate.ErrNotFound

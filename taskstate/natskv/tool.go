@@ -50,6 +50,7 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	return nil
 }
 
+// Tool reads one catalog entry (ErrNotFound if absent): taskstate.Catalog.
 func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
 	c, err := s.cat(ctx)
 	if err != nil {
@@ -58,6 +59,7 @@ func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, erro
 	return c.get(key)
 }
 
+// Tools lists the catalog, sorted by key: taskstate.Catalog.
 func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
 	c, err := s.cat(ctx)
 	if err != nil {

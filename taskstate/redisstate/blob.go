@@ -82,6 +82,7 @@ func (s *Store) PutBlob(ctx context.Context, key string, r io.Reader, ttl time.D
 	return size, nil
 }
 
+// Blob opens a stored blob and says its size (ErrNotFound if absent or expired): taskstate.Blobs.
 func (s *Store) Blob(ctx context.Context, key string) (io.ReadCloser, int64, error) {
 	k, _, err := s.blobKey(key)
 	if err != nil {

@@ -145,6 +145,7 @@ func (s *Store) ownerKeys(owner string) []string {
 	return []string{k + "tasks", k + "expiring"}
 }
 
+// List pages through the owner's records: taskstate.Store.
 func (s *Store) List(ctx context.Context, owner, cursor string, limit int) ([]*taskstate.Task, string, error) {
 	if owner == "" {
 		return nil, "", nil

@@ -189,6 +189,7 @@ end
 redis.call('PUBLISH', ARGV[4], rev .. ' ' .. ARGV[2])
 return rev`
 
+// Create stores a new record (ErrExists if the id is taken): taskstate.Store.
 func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return fmt.Errorf("redisstate: create: invalid task id %q", t.ID)
@@ -209,6 +210,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	return nil
 }
 
+// Get reads the record (ErrNotFound if absent): taskstate.Store.
 func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
@@ -229,6 +231,7 @@ func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
 	return taskstate.Decode([]byte(v), rev)
 }
 
+// Update writes the record if its Revision is still the stored one (ErrConflict otherwise): taskstate.Store.
 func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 	if !taskstate.ValidID(t.ID) {
 		return taskstate.ErrNotFound

@@ -16,6 +16,7 @@ import (
 
 func (s *Store) sessionKey(id string) string { return s.cfg.Prefix + "session:" + id }
 
+// PutSession stores the session: taskstate.Sessions.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 	if !taskstate.ValidID(sess.ID) {
 		return fmt.Errorf("redisstate: session: invalid id %q", sess.ID)
@@ -30,6 +31,7 @@ func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 	return nil
 }
 
+// Session reads a session (ErrNotFound if absent or expired): taskstate.Sessions.
 func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
@@ -48,6 +50,7 @@ func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, err
 	return &sess, nil
 }
 
+// DeleteSession removes a session (nil if absent): taskstate.Sessions.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	if !taskstate.ValidID(id) {
 		return nil

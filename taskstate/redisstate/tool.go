@@ -157,6 +157,7 @@ func (s *Store) RemoveTool(ctx context.Context, key string) error {
 	return nil
 }
 
+// Tool reads one catalog entry (ErrNotFound if absent): taskstate.Catalog.
 func (s *Store) Tool(ctx context.Context, name string) (*taskstate.ToolInfo, error) {
 	byName, _, err := s.readCatalog(ctx)
 	if err != nil {
@@ -170,6 +171,7 @@ func (s *Store) Tool(ctx context.Context, name string) (*taskstate.ToolInfo, err
 	return &c, nil
 }
 
+// Tools lists the catalog, sorted by key: taskstate.Catalog.
 func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
 	_, sorted, err := s.readCatalog(ctx)
 	if err != nil {

@@ -1,5 +1,7 @@
-// Package demo holds the example tools that `go run ./cmd/api` and
-// cmd/worker serve: small, but each shows one thing a handler can do.
+// Package demo holds the demo tools that `go run ./cmd/api` and cmd/worker
+// serve: small, but each shows one thing a handler can do. It is internal
+// because the binaries register it and nothing may import examples/; the
+// examples users copy from are under examples/.
 package demo
 
 import (
@@ -16,36 +18,43 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer"
 )
 
+// GreetArgs is the greet tool's arguments.
 type GreetArgs struct {
 	Name string `json:"name" jsonschema:"who to greet"`
 }
 
+// ReportArgs is the report tool's arguments.
 type ReportArgs struct {
 	Title string `json:"title" jsonschema:"report title"`
 	Pages int    `json:"pages" jsonschema:"number of pages to render (1-50)"`
 }
 
+// Report is the report tool's result.
 type Report struct {
 	Title   string `json:"title"`
 	Pages   int    `json:"pages"`
 	Summary string `json:"summary"`
 }
 
+// WaitArgs is the wait tool's arguments.
 type WaitArgs struct {
 	Ms int `json:"ms" jsonschema:"how long to wait, in milliseconds"`
 }
 
+// BlobArgs is the blob tool's arguments.
 type BlobArgs struct {
 	Bytes int    `json:"bytes" jsonschema:"how many bytes to return"`
 	Kind  string `json:"kind,omitempty" jsonschema:"text (the default): that many characters; image: that many bytes of a PNG-typed image"`
 	Echo  string `json:"echo,omitempty" jsonschema:"returned as the result's second text block, so large arguments can be checked"`
 }
 
+// ExportArgs is the export tool's arguments.
 type ExportArgs struct {
 	Bytes int    `json:"bytes" jsonschema:"the size of the export, in bytes"`
 	Name  string `json:"name,omitempty" jsonschema:"the artifact's name (default export.bin)"`
 }
 
+// FailArgs is the fail tool's arguments.
 type FailArgs struct {
 	Message string `json:"message,omitempty" jsonschema:"the error to report"`
 }
@@ -70,7 +79,7 @@ func Register(mux *consumer.Mux) {
 		for i := 1; i <= c.Args.Pages; i++ {
 			// A span of the handler's own, from the global tracer: it joins
 			// the task's trace (worker.Run sets the global provider).
-			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/examples/demo").Start(ctx, "render page",
+			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/internal/demo").Start(ctx, "render page",
 				trace.WithAttributes(attribute.Int("page", i)))
 			err := sleep(ctx, 200*time.Millisecond)
 			span.End()

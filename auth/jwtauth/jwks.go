@@ -1,4 +1,4 @@
-package auth
+package jwtauth
 
 import (
 	"context"
@@ -180,23 +180,23 @@ func (s *keySet) startFetch(ctx context.Context) {
 func (s *keySet) fetch(ctx context.Context) ([]publicKey, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("auth: JWKS request: %w", err)
+		return nil, fmt.Errorf("jwtauth: JWKS request: %w", err)
 	}
 	req.Header.Set("Accept", "application/jwk-set+json, application/json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("auth: fetching the JWKS: %w", err)
+		return nil, fmt.Errorf("jwtauth: fetching the JWKS: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("auth: fetching the JWKS: HTTP %d", resp.StatusCode)
+		return nil, fmt.Errorf("jwtauth: fetching the JWKS: HTTP %d", resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxJWKSBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("auth: reading the JWKS: %w", err)
+		return nil, fmt.Errorf("jwtauth: reading the JWKS: %w", err)
 	}
 	if len(body) > maxJWKSBytes {
-		return nil, fmt.Errorf("auth: the JWKS exceeds %d bytes", maxJWKSBytes)
+		return nil, fmt.Errorf("jwtauth: the JWKS exceeds %d bytes", maxJWKSBytes)
 	}
 	return parseJWKS(body, s.log)
 }
@@ -220,10 +220,10 @@ func parseJWKS(body []byte, log zerolog.Logger) ([]publicKey, error) {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(body, &set); err != nil {
-		return nil, fmt.Errorf("auth: the JWKS is not JSON: %w", err)
+		return nil, fmt.Errorf("jwtauth: the JWKS is not JSON: %w", err)
 	}
 	if set.Keys == nil {
-		return nil, errors.New(`auth: the JWKS has no "keys" member`)
+		return nil, errors.New(`jwtauth: the JWKS has no "keys" member`)
 	}
 	out := make([]publicKey, 0, len(set.Keys))
 	for _, raw := range set.Keys {

@@ -79,12 +79,8 @@ func TestComposeUp(t *testing.T) {
 			if profile == "asynq" {
 				url := fmt.Sprintf("http://127.0.0.1:%d/asynqmon/", ports["MCPQ_ASYNQMON_PORT"])
 				harness.Eventually(t, time.Minute, func() (bool, string) {
-					resp, err := http.Get(url)
-					if err != nil {
-						return false, err.Error()
-					}
-					resp.Body.Close()
-					return resp.StatusCode == http.StatusOK, fmt.Sprintf("GET %s: %s", url, resp.Status)
+					code, body := harness.Get(url)
+					return code == http.StatusOK, fmt.Sprintf("GET %s: %d %.300q", url, code, body)
 				})
 			}
 		})

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -21,80 +20,71 @@ import (
 // purge removes another at once.
 func TestArtifacts(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			b := harness.Build(t)
-			prefix := authPrefix(t)
-			be := harness.NewBackend(t, b, broker, prefix)
-			iss := authtest.NewIssuer(t, jwtauth.RS256)
-			mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--task-ttl", "4s")
-			harness.Worker(t, b.Worker, "worker", be, prefix)
-			s := &system{bins: b, be: be, prefix: prefix, mcpURL: mcpURL}
-			mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-			alice, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.RS256, "--task-ttl", "4s")
+		s.worker(t, "worker")
+		alice, bob := s.client(t, "alice"), s.client(t, "bob")
 
-			read := func(c *harness.Client, uri string) (string, error) {
-				var res struct {
-					Contents []struct {
-						URI  string `json:"uri"`
-						Blob string `json:"blob"`
-					} `json:"contents"`
+		read := func(c *harness.Client, uri string) (string, error) {
+			var res struct {
+				Contents []struct {
+					URI  string `json:"uri"`
+					Blob string `json:"blob"`
+				} `json:"contents"`
+			}
+			if err := c.Call(context.Background(), "resources/read", map[string]any{"uri": uri}, &res); err != nil {
+				return "", err
+			}
+			if len(res.Contents) != 1 || res.Contents[0].URI != uri {
+				t.Fatalf("resources/read %s: %+v", uri, res)
+			}
+			data, err := base64.StdEncoding.DecodeString(res.Contents[0].Blob)
+			if err != nil {
+				t.Fatalf("resources/read %s: blob not base64: %v", uri, err)
+			}
+			return string(data), nil
+		}
+		export := func(name string) (string, string) {
+			id := alice.StartTask(t, "export", map[string]any{"bytes": 10_000_000, "name": name})
+			tk := alice.WaitStatus(t, id, 60*time.Second, "completed", "failed")
+			for _, ct := range contents(t, tk.Result) {
+				if ct.Type == "resource_link" {
+					return id, linkURI(t, tk.Result)
 				}
-				if err := c.Call(context.Background(), "resources/read", map[string]any{"uri": uri}, &res); err != nil {
-					return "", err
-				}
-				if len(res.Contents) != 1 || res.Contents[0].URI != uri {
-					t.Fatalf("resources/read %s: %+v", uri, res)
-				}
-				data, err := base64.StdEncoding.DecodeString(res.Contents[0].Blob)
-				if err != nil {
-					t.Fatalf("resources/read %s: blob not base64: %v", uri, err)
-				}
-				return string(data), nil
 			}
-			export := func(name string) (string, string) {
-				id := alice.StartTask(t, "export", map[string]any{"bytes": 10_000_000, "name": name})
-				tk := alice.WaitStatus(t, id, 60*time.Second, "completed", "failed")
-				for _, ct := range contents(t, tk.Result) {
-					if ct.Type == "resource_link" {
-						return id, linkURI(t, tk.Result)
-					}
-				}
-				t.Fatalf("export: no resource_link in %.300s", tk.Result)
-				return "", ""
-			}
-			id, uri := export("report.bin")
-			if uri != taskstate.ArtifactURI(id, "report.bin") {
-				t.Fatalf("link %q, want %q", uri, taskstate.ArtifactURI(id, "report.bin"))
-			}
-			got, err := read(alice, uri)
-			if err != nil || got != pattern(10_000_000) {
-				t.Fatalf("the owner reads the artifact: %d bytes, %v", len(got), err)
-			}
-			_, errOther := read(bob, uri)
-			_, errUnknown := read(bob, taskstate.ArtifactURI(taskstate.NewID(), "report.bin"))
-			var ro, ru *harness.RPCError
-			if !errors.As(errOther, &ro) || !errors.As(errUnknown, &ru) || ro.Code != ru.Code || !strings.Contains(ro.Message, "Resource not found") {
-				t.Fatalf("another principal: %v; an unknown resource: %v; want the same answer", errOther, errUnknown)
-			}
-			// After the task's TTL (4 s from its end) the artifact is gone.
-			harness.Eventually(t, 30*time.Second, func() (bool, string) {
-				_, err := read(alice, uri)
-				var rpc *harness.RPCError
-				return errors.As(err, &rpc) && strings.Contains(rpc.Message, "Resource not found"), "the artifact is still served after the task's TTL"
-			})
-			// A purge removes another at once.
-			_, uri2 := export("again.bin")
-			if _, err := read(alice, uri2); err != nil {
-				t.Fatal(err)
-			}
-			s.tasksCLI(t, "purge", "--all").want(t, 0)
-			if _, err := read(alice, uri2); err == nil {
-				t.Fatal("the artifact of a purged task is still served")
-			}
+			t.Fatalf("export: no resource_link in %.300s", tk.Result)
+			return "", ""
+		}
+		id, uri := export("report.bin")
+		if uri != taskstate.ArtifactURI(id, "report.bin") {
+			t.Fatalf("link %q, want %q", uri, taskstate.ArtifactURI(id, "report.bin"))
+		}
+		got, err := read(alice, uri)
+		if err != nil || got != pattern(10_000_000) {
+			t.Fatalf("the owner reads the artifact: %d bytes, %v", len(got), err)
+		}
+		_, errOther := read(bob, uri)
+		_, errUnknown := read(bob, taskstate.ArtifactURI(taskstate.NewID(), "report.bin"))
+		var ro, ru *harness.RPCError
+		if !errors.As(errOther, &ro) || !errors.As(errUnknown, &ru) || ro.Code != ru.Code || !strings.Contains(ro.Message, "Resource not found") {
+			t.Fatalf("another principal: %v; an unknown resource: %v; want the same answer", errOther, errUnknown)
+		}
+		// After the task's TTL (4 s from its end) the artifact is gone.
+		harness.Eventually(t, 30*time.Second, func() (bool, string) {
+			_, err := read(alice, uri)
+			var rpc *harness.RPCError
+			return errors.As(err, &rpc) && strings.Contains(rpc.Message, "Resource not found"), "the artifact is still served after the task's TTL"
 		})
-	}
+		// A purge removes another at once.
+		_, uri2 := export("again.bin")
+		if _, err := read(alice, uri2); err != nil {
+			t.Fatal(err)
+		}
+		s.tasksCLI(t, "purge", "--all").want(t, 0)
+		if _, err := read(alice, uri2); err == nil {
+			t.Fatal("the artifact of a purged task is still served")
+		}
+	})
 }
 
 // linkURI is the uri of the first resource_link of a result.

@@ -40,6 +40,30 @@ func authClient(mcpURL, token string) *harness.Client {
 	return c
 }
 
+// authSystem is a system whose api trusts iss, a test issuer.
+type authSystem struct {
+	*system
+	iss *authtest.Issuer
+}
+
+// newAuthSystem is newSystem with the api trusting a new alg issuer.
+func newAuthSystem(t *testing.T, broker, alg string, apiArgs ...string) *authSystem {
+	t.Helper()
+	iss := authtest.NewIssuer(t, alg)
+	s := newSystem(t, broker, append([]string{"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL}, apiArgs...)...)
+	return &authSystem{system: s, iss: iss}
+}
+
+// token is a token of s's issuer for subject sub, with scopes, for s's api.
+func (s *authSystem) token(t *testing.T, sub string, scopes ...string) string {
+	return s.iss.Mint(t, s.iss.Claims(sub, s.mcpURL, scopes...))
+}
+
+// client is a client that sends s.token(t, sub, scopes...).
+func (s *authSystem) client(t *testing.T, sub string, scopes ...string) *harness.Client {
+	return authClient(s.mcpURL, s.token(t, sub, scopes...))
+}
+
 // discover builds a valid 2026-07-28 server/discover request.
 func discover(t *testing.T, mcpURL string) *http.Request {
 	t.Helper()
@@ -60,10 +84,6 @@ func do(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	return resp, body
 }
 
-func authPrefix(t *testing.T) string {
-	return "it" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-}
-
 // TestAuthAPITokens runs the shared token table against the real api
 // binary trusting a test issuer whose JWKS is served on loopback: the
 // status and WWW-Authenticate challenge for each token, the protected
@@ -71,13 +91,9 @@ func authPrefix(t *testing.T) string {
 // or touch principal A's task, with the denial in the audit log.
 func TestAuthAPITokens(t *testing.T) {
 	t.Parallel()
-	b := harness.Build(t)
-	prefix := authPrefix(t)
-	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, jwtauth.RS256)
 	scopes := []string{"mcp:tools", "mcp:tasks"}
-	mcpURL, api := harness.API(t, b, be, prefix,
-		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--auth-scopes", "mcp:tools,mcp:tasks")
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-scopes", "mcp:tools,mcp:tasks")
+	mcpURL, iss := s.mcpURL, s.iss
 	base := strings.TrimSuffix(mcpURL, "/mcp")
 	metadataURL := base + "/.well-known/oauth-protected-resource/mcp"
 
@@ -105,9 +121,8 @@ func TestAuthAPITokens(t *testing.T) {
 	}
 
 	// A's task, probed by B.
-	harness.Worker(t, b.Worker, "worker", be, prefix)
-	mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL, scopes...)) }
-	a, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
+	s.worker(t, "worker")
+	a, bob := s.client(t, "alice", scopes...), s.client(t, "bob", scopes...)
 	id := a.StartTask(t, "wait", map[string]any{"ms": 60000})
 	a.WaitStatus(t, id, 20*time.Second, "working")
 	unknown := taskstate.NewID()
@@ -132,9 +147,9 @@ func TestAuthAPITokens(t *testing.T) {
 	if tk := a.WaitStatus(t, id, 5*time.Second, "working"); tk.Status != "working" {
 		t.Fatalf("A's task after B's probes: %+v", tk)
 	}
-	api.WaitOutput(t, "task access denied", 5*time.Second)
+	s.api.WaitOutput(t, "task access denied", 5*time.Second)
 	wantB := auth.Principal{Issuer: iss.URL, Subject: "bob"}.Owner()
-	for _, line := range strings.Split(api.Output(), "\n") {
+	for _, line := range strings.Split(s.api.Output(), "\n") {
 		if strings.Contains(line, "task access denied") && (!strings.Contains(line, wantB) || !strings.Contains(line, id)) {
 			t.Errorf("audit line without principal or task: %s", line)
 		}
@@ -176,24 +191,14 @@ func TestAuthAPIStartup(t *testing.T) {
 	refused("--auth-issuer is required", "--auth-jwks-url", iss.JWKSURL)
 	refused("must be https", "--auth-jwks-url", "http://idp.example/jwks", "--auth-issuer", iss.URL)
 
-	prefix := authPrefix(t)
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, "nats", prefix)
 	serve := func(name string, port int, args ...string) string {
 		t.Helper()
 		all := append(append([]string{}, be.Args...), "--prefix", prefix+name, "--log-json", "--listen", fmt.Sprintf("0.0.0.0:%d", port))
 		p := harness.Start(t, name, b.API, nil, append(all, args...)...)
 		base := fmt.Sprintf("http://127.0.0.1:%d", port)
-		harness.Eventually(t, 20*time.Second, func() (bool, string) {
-			if p.Exited() {
-				t.Fatalf("%s exited:\n%s", name, p.Output())
-			}
-			resp, err := http.Get(base + "/healthz")
-			if err != nil {
-				return false, err.Error()
-			}
-			resp.Body.Close()
-			return resp.StatusCode == 200, resp.Status
-		})
+		p.WaitHealthy(t, base+"/healthz", 20*time.Second)
 		return base + "/mcp"
 	}
 
@@ -243,19 +248,15 @@ func TestAuthAPIStartup(t *testing.T) {
 // subject in --console-admins stops the api at start.
 func TestAuthConsoleTenantAdmins(t *testing.T) {
 	t.Parallel()
-	b := harness.Build(t)
-	prefix := authPrefix(t)
-	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, jwtauth.RS256)
-	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,
-		"--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-tenant-claim", "tenant", "--console-admins", "tenant-a/admin")
+	mcpURL, iss := s.mcpURL, s.iss
 	base := strings.TrimSuffix(mcpURL, "/mcp")
 	mint := func(sub, tenant string) string {
 		c := iss.Claims(sub, mcpURL)
 		c["tenant"] = tenant
 		return iss.Mint(t, c)
 	}
-	harness.Worker(t, b.Worker, "worker", be, prefix)
+	s.worker(t, "worker")
 	user := authClient(mcpURL, mint("user", "tenant-a"))
 	id := user.StartTask(t, "wait", map[string]any{"ms": 60000})
 	user.WaitStatus(t, id, 20*time.Second, "working")
@@ -293,7 +294,7 @@ func TestAuthConsoleTenantAdmins(t *testing.T) {
 	}
 
 	// A bare subject would match in every tenant: refused at start.
-	p := harness.Start(t, "api", b.API, nil, "--nats", "nats://127.0.0.1:1", "--log-json", "--auth-jwks-url", iss.JWKSURL,
+	p := harness.Start(t, "api", s.bins.API, nil, "--nats", "nats://127.0.0.1:1", "--log-json", "--auth-jwks-url", iss.JWKSURL,
 		"--auth-issuer", iss.URL, "--auth-tenant-claim", "tenant", "--console-admins", "admin")
 	harness.Eventually(t, 10*time.Second, func() (bool, string) { return p.Exited(), "api still running with a bare console admin" })
 	if out := p.Output(); !strings.Contains(out, `admin \"admin\": with a tenant claim, name an admin as tenant/subject`) {

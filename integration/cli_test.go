@@ -144,14 +144,7 @@ func TestTasksCLI(t *testing.T) {
 		start := time.Now()
 		r = s.tasksCLI(t, "cancel", running, done, unknown)
 		r.want(t, 1, running+": cancelled\n", done+": already terminal (completed)\n", unknown+": not found\n")
-		harness.Eventually(t, 5*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, running) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the handler never observed the CLI's cancel"
-		})
+		w.WaitLine(t, 5*time.Second, running, "handler observed cancellation")
 		t.Logf("the CLI's cancel reached the handler within %s", time.Since(start))
 		if tk := c.WaitStatus(t, running, 5*time.Second, "cancelled"); !strings.Contains(tk.StatusMessage, "operator") {
 			t.Fatalf("cancelled task says %q", tk.StatusMessage)
@@ -159,7 +152,7 @@ func TestTasksCLI(t *testing.T) {
 
 		// Bad input: usage errors (exit 2) that change nothing.
 		s.tasksCLI(t, "frobnicate").want(t, 2, `unknown command "frobnicate"`)
-		s.tasksCLI(t, "list", "--status", "runing") //nolint:misspell // the misspelt status is the test.want(t, 2, `unknown status "runing"`)
+		s.tasksCLI(t, "list", "--status", "runing").want(t, 2, `unknown status "runing"`) //nolint:misspell // the misspelt status is the test
 		s.tasksCLI(t, "purge", "--older-than", "soon").want(t, 2, "-older-than")
 		s.tasksCLI(t, "purge", "--status", "working").want(t, 2, "purge deletes only ended tasks")
 		s.tasksCLI(t, "purge").want(t, 2, "--all")

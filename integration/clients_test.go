@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -187,21 +186,11 @@ func officialSystemWith(t *testing.T, broker string, workerBin func(*harness.Bin
 	t.Helper()
 	b := harness.Build(t)
 	officialNode(t) // fail early (and install once) before starting processes
-	prefix := "oc" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	prefix := harness.Prefix("oc", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	mcpURL, _ = harness.API(t, b, be, prefix, apiArgs...)
 	worker = harness.Worker(t, workerBin(b), "worker", be, prefix)
 	return mcpURL, worker
-}
-
-// officialOnBrokers runs f as a parallel subtest per broker.
-func officialOnBrokers(t *testing.T, f func(t *testing.T, broker string)) {
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			f(t, broker)
-		})
-	}
 }
 
 func demoWorker(b *harness.Bins) string        { return b.Worker }
@@ -218,19 +207,54 @@ func taskFromGo(t *testing.T, mcpURL, id string) *harness.Task {
 	return tk
 }
 
+// wantReport fails the test unless s is a completed render_report task
+// whose text is the 2-page report.
+func wantReport(t *testing.T, s clientSummary) {
+	t.Helper()
+	if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, `"pages":2`) {
+		t.Fatalf("result text %q lacks the report", s.Text)
+	}
+}
+
+// wantCancelled fails the test unless s is a wait task cancelled before its
+// 60 s ran out, whose handler (on worker w) saw the cancellation.
+func wantCancelled(t *testing.T, s clientSummary, w *harness.Proc) {
+	t.Helper()
+	if s.Status != "cancelled" || s.TaskID == "" {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.ElapsedMs >= 60000 {
+		t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
+	}
+	w.WaitLine(t, 10*time.Second, s.TaskID, "handler observed cancellation")
+}
+
+// wantElicited fails the test unless s is a completed confirm_delete task
+// whose text contains text, after the client answered one input request.
+func wantElicited(t *testing.T, s clientSummary, text string) {
+	t.Helper()
+	if s.Tool != "confirm_delete" || s.Status != "completed" {
+		t.Fatalf("summary %+v", s)
+	}
+	if !strings.Contains(s.Text, text) {
+		t.Fatalf("result text %q, want it to contain %s", s.Text, text)
+	}
+	if s.InputRequests == nil || *s.InputRequests != 1 {
+		t.Fatalf("the client's input handler ran %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
+	}
+}
+
 // Acceptance: the official client calls a task tool and settles it.
 func TestOfficialClientSettlesTask(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, `"pages":2`) {
-			t.Fatalf("result text %q lacks the report", s.Text)
-		}
+		wantReport(t, s)
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
 		}
@@ -247,7 +271,7 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 // task it settles.
 func TestOfficialClientAdaptiveCompletion(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		// A bound no pickup misses, even an idle Asynq worker's first poll
 		// on a loaded machine: the test is about the client, not the bound.
 		mcpURL, _ := officialSystemWith(t, broker, demoWorker, "--inline-wait", "1s")
@@ -266,27 +290,14 @@ func TestOfficialClientAdaptiveCompletion(t *testing.T) {
 // server reports it cancelled and the handler sees the cancellation.
 func TestOfficialClientCancels(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, w := officialSystem(t, broker, demoWorker)
 
 		s := runOfficialClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
-		if s.Status != "cancelled" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if s.ElapsedMs >= 60000 {
-			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
-		}
+		wantCancelled(t, s, w)
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "cancelled" {
 			t.Fatalf("tasks/get from Go after cancel: %+v", tk)
 		}
-		harness.Eventually(t, 10*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the wait handler never observed the cancellation of " + s.TaskID
-		})
 	})
 }
 
@@ -294,19 +305,11 @@ func TestOfficialClientCancels(t *testing.T) {
 // tasks/update → completed) with its onInputRequest handler, asked once.
 func TestOfficialClientElicitation(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
 		s := runOfficialClient(t, mcpURL, "elicit")
-		if s.Tool != "confirm_delete" || s.Status != "completed" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, "Deleted") {
-			t.Fatalf("result text %q, want it to contain Deleted", s.Text)
-		}
-		if s.InputRequests == nil || *s.InputRequests != 1 {
-			t.Fatalf("onInputRequest was called %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
-		}
+		wantElicited(t, s, "Deleted")
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "Deleted") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
 		}
@@ -319,35 +322,17 @@ func TestAllInOneWithOfficialClient(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
 	officialNode(t)
-	port, natsPort := harness.FreePort(t), harness.FreePort(t)
-	api := harness.Start(t, "api-all-in-one", b.API,
-		[]string{"NATS_URL=", "MCPQ_PREFIX="}, // nothing from the environment may turn off all-in-one
-		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--log-json")
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	harness.Eventually(t, 30*time.Second, func() (bool, string) {
-		if api.Exited() {
-			t.Fatalf("all-in-one api exited:\n%s", api.Output())
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	mcpURL, _, api := harness.AllInOne(t, b)
 	if out := api.Output(); !strings.Contains(out, `"all_in_one":true`) {
 		t.Fatalf("api did not start all-in-one:\n%s", out)
 	}
 
-	s := runOfficialClient(t, base+"/mcp", "list-and-settle", "render_report", `{"title":"fresh checkout","pages":2}`, "2 pages rendered")
+	s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"fresh checkout","pages":2}`, "2 pages rendered")
 	if s.Status != "completed" {
 		t.Fatalf("summary %+v", s)
 	}
 	// The task is durable in the embedded JetStream: a second client reads it back.
-	if tk := taskFromGo(t, base+"/mcp", s.TaskID); tk.Status != "completed" {
+	if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 }

@@ -43,12 +43,8 @@ func TestConcurrentStartOnCluster(t *testing.T) {
 				return false, w.Name + " is not running yet"
 			}
 		}
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200, "api /readyz: " + resp.Status
+		code, body := harness.Get(base + "/readyz")
+		return code == http.StatusOK, fmt.Sprintf("api /readyz: %d %.300q", code, body)
 	})
 	t.Logf("an api and four workers started together on a fresh R3 cluster were all up %s later", time.Since(start).Round(100*time.Millisecond))
 	c := harness.NewClient(base+"/mcp", true)

@@ -17,9 +17,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
-	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
 // chromium finds Debian's chromium, or skips (fails with
@@ -113,19 +111,14 @@ func TestConsoleBrowser(t *testing.T) {
 }
 
 func consoleBrowser(t *testing.T, path, broker string) {
-	b := harness.Build(t)
-	prefix := authPrefix(t)
-	be := harness.NewBackend(t, b, broker, prefix)
-	iss := authtest.NewIssuer(t, jwtauth.RS256)
-	mcpURL, _ := harness.API(t, b, be, prefix,
-		"--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL, "--console-admins", "ops-admin")
-	worker := harness.Worker(t, b.Worker, "worker", be, prefix)
-	base := strings.TrimSuffix(mcpURL, "/mcp")
-	alice := authClient(mcpURL, iss.Mint(t, iss.Claims("alice", mcpURL)))
-	adminToken := iss.Mint(t, iss.Claims("ops-admin", mcpURL))
+	s := newAuthSystem(t, broker, jwtauth.RS256, "--console-admins", "ops-admin")
+	worker := s.worker(t, "worker")
+	base := strings.TrimSuffix(s.mcpURL, "/mcp")
+	alice := s.client(t, "alice")
+	adminToken := s.token(t, "ops-admin")
 
 	// The console API answers the admin only; a user's token is refused.
-	for tok, want := range map[string]int{"": 401, iss.Mint(t, iss.Claims("alice", mcpURL)): 403, adminToken: 200} {
+	for tok, want := range map[string]int{"": 401, s.token(t, "alice"): 403, adminToken: 200} {
 		req := must(http.NewRequestWithContext(t.Context(), "GET", base+"/console/api/tasks", nil))
 		if tok != "" {
 			req.Header.Set("Authorization", "Bearer "+tok)

@@ -30,17 +30,12 @@ func TestFaultRedisFailover(t *testing.T) {
 	s := newFaultSystem(t, be, "2s")
 	s.logDir = logDir
 	s.startAPI(t, "api")
-	for range 2 {
-		s.startWorker(t, "--concurrency", "4")
-	}
+	s.startWorkers(t, 2, "--concurrency", "4")
 	c := harness.NewClient(s.mcpURL, true)
 	n, ms := pick(150, 600), pick(300, 1000)
 	f := feed(c, n, ms, pick(30*time.Millisecond, 20*time.Millisecond))
 
-	harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-		a, _ := f.counts()
-		return a >= n/4, fmt.Sprintf("only %d of %d tasks acknowledged", a, n)
-	})
+	f.awaitAcked(t, n/4)
 	ackedAtKill, _ := f.counts()
 	ha.Primary.Kill()
 	killed := time.Now()

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
@@ -15,33 +14,25 @@ import (
 // A holds its share of the slots (half), and C's task starts within 2 s.
 func TestFairShare(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			b := harness.Build(t)
-			prefix := authPrefix(t)
-			be := harness.NewBackend(t, b, broker, prefix)
-			iss := authtest.NewIssuer(t, jwtauth.RS256)
-			mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
-			w := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--concurrency", "4")
-			mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-			a, c := authClient(mcpURL, mint("principal-a")), authClient(mcpURL, mint("principal-c"))
-			long := startAll(t, a, 40, "slow_compute", map[string]any{"seconds": 60})
-			harness.Eventually(t, 20*time.Second, func() (bool, string) {
-				n := strings.Count(w.Output(), `"message":"task running"`)
-				return n >= 2, "A's tasks are not running yet"
-			})
-			created := time.Now()
-			short := c.StartTask(t, "slow_compute", map[string]any{"seconds": 0})
-			c.WaitStatus(t, short, 2*time.Second, "completed")
-			t.Logf("C's task behind A's 40 completed %s after creation", time.Since(created).Round(time.Millisecond))
-			running := 0
-			for _, id := range long {
-				running += count(w, id, "task running")
-			}
-			if running != 2 {
-				t.Errorf("A's tasks started %d times on a 4-slot worker, want its share: 2", running)
-			}
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.RS256)
+		w := s.conformanceWorker(t, "fixtures", "--concurrency", "4")
+		a, c := s.client(t, "principal-a"), s.client(t, "principal-c")
+		long := startAll(t, a, 40, "slow_compute", map[string]any{"seconds": 60})
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			n := strings.Count(w.Output(), `"message":"task running"`)
+			return n >= 2, "A's tasks are not running yet"
 		})
-	}
+		created := time.Now()
+		short := c.StartTask(t, "slow_compute", map[string]any{"seconds": 0})
+		c.WaitStatus(t, short, 2*time.Second, "completed")
+		t.Logf("C's task behind A's 40 completed %s after creation", time.Since(created).Round(time.Millisecond))
+		running := 0
+		for _, id := range long {
+			running += count(w, id, "task running")
+		}
+		if running != 2 {
+			t.Errorf("A's tasks started %d times on a 4-slot worker, want its share: 2", running)
+		}
+	})
 }

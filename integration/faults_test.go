@@ -19,9 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -30,49 +27,44 @@ import (
 // task still ends completed, none twice.
 func TestFaultWorkerKills(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			n, ms := pick(60, 500), pick(300, 1000)
-			every := pick(time.Second, 3*time.Second)
-			s := newFaultSystem(t, faultBackend(t, broker), "2s")
-			s.startAPI(t, "api")
-			conc := pick("2", "4")
-			for range pick(3, 4) {
-				s.startWorker(t, "--concurrency", conc)
-			}
-			c := harness.NewClient(s.mcpURL, true)
-			ids := startTasks(t, c, n, ms)
+	eachBroker(t, func(t *testing.T, broker string) {
+		n, ms := pick(60, 500), pick(300, 1000)
+		every := pick(time.Second, 3*time.Second)
+		s := newFaultSystem(t, faultBackend(t, broker), "2s")
+		s.startAPI(t, "api")
+		conc := pick("2", "4")
+		s.startWorkers(t, pick(3, 4), "--concurrency", conc)
+		c := harness.NewClient(s.mcpURL, true)
+		ids := startTasks(t, c, n, ms)
 
-			// The schedule: a random worker dies every `every` (±50%, counted
-			// from the previous kill) and a fresh one takes its place, until
-			// every task has ended.
-			done := allEnded(t, s)
-			deadline := time.After(pick(3*time.Minute, 15*time.Minute))
-			kills, next, began := 0, time.Now(), time.Now()
-		schedule:
-			for {
-				next = next.Add(every/2 + rand.N(every))
-				select {
-				case <-done:
-					break schedule
-				case <-deadline:
-					break schedule
-				case <-time.After(time.Until(next)): // the fault schedule
-				}
-				s.killRandomWorker()
-				kills++
-				s.startWorker(t, "--concurrency", conc)
+		// The schedule: a random worker dies every `every` (±50%, counted
+		// from the previous kill) and a fresh one takes its place, until
+		// every task has ended.
+		done := allEnded(t, s)
+		deadline := time.After(pick(3*time.Minute, 15*time.Minute))
+		kills, next, began := 0, time.Now(), time.Now()
+	schedule:
+		for {
+			next = next.Add(every/2 + rand.N(every))
+			select {
+			case <-done:
+				break schedule
+			case <-deadline:
+				break schedule
+			case <-time.After(time.Until(next)): // the fault schedule
 			}
-			recs, _ := s.settled(t, time.Minute, nil)
-			ran := time.Since(began)
-			t.Logf("%d workers killed with kill -9 in %s (one every %s)", kills, ran.Round(time.Second), (ran / time.Duration(max(kills, 1))).Round(100*time.Millisecond))
-			mustHold(t, recs, ids)
-			mustAllComplete(t, recs)
-			mustServe(t, c, recs, ids)
-			s.tallyRecords(recs).report(t)
-		})
-	}
+			s.killRandomWorker()
+			kills++
+			s.startWorker(t, "--concurrency", conc)
+		}
+		recs, _ := s.settled(t, time.Minute, nil)
+		ran := time.Since(began)
+		t.Logf("%d workers killed with kill -9 in %s (one every %s)", kills, ran.Round(time.Second), (ran / time.Duration(max(kills, 1))).Round(100*time.Millisecond))
+		mustHold(t, recs, ids)
+		mustAllComplete(t, recs)
+		mustServe(t, c, recs, ids)
+		s.tallyRecords(recs).report(t)
+	})
 }
 
 // allEnded is closed once every task record of s is terminal (polled
@@ -111,80 +103,72 @@ func allTerminal(recs map[string]*taskstate.Task) bool {
 // and the same api and workers carry on by themselves.
 func TestFaultBrokerRestart(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			logDir := harness.LogDir(t)
-			var be harness.Backend
-			var kill func()
-			var restart func(t *testing.T)
-			if broker == "nats" {
-				node := harness.NATSFileServer(t, harness.Build(t), logDir)
-				be, kill, restart = harness.NATSBackend(node.URL()), node.Kill, func(t *testing.T) { node.Restart(t) }
-			} else {
-				rs := harness.StartRedis(t, logDir)
-				be, kill, restart = rs.Backend(), rs.Kill, func(t *testing.T) { rs.Restart(t) }
-			}
-			s := newFaultSystem(t, be, "2s")
-			s.logDir = logDir
-			s.startAPI(t, "api")
-			nw := pick(2, 4)
-			for range nw {
-				s.startWorker(t, "--concurrency", "4")
-			}
-			slots := nw * 4
-			c := harness.NewClient(s.mcpURL, true)
-			n, ms := pick(40, 500), pick(300, 1000)
-			f := feed(c, n, ms, pick(50*time.Millisecond, 20*time.Millisecond))
+	eachBroker(t, func(t *testing.T, broker string) {
+		logDir := harness.LogDir(t)
+		var be harness.Backend
+		var kill func()
+		var restart func(t *testing.T)
+		if broker == "nats" {
+			node := harness.NATSFileServer(t, harness.Build(t), logDir)
+			be, kill, restart = harness.NATSBackend(node.URL()), node.Kill, func(t *testing.T) { node.Restart(t) }
+		} else {
+			rs := harness.StartRedis(t, logDir)
+			be, kill, restart = rs.Backend(), rs.Kill, func(t *testing.T) { rs.Restart(t) }
+		}
+		s := newFaultSystem(t, be, "2s")
+		s.logDir = logDir
+		s.startAPI(t, "api")
+		nw := pick(2, 4)
+		s.startWorkers(t, nw, "--concurrency", "4")
+		slots := nw * 4
+		c := harness.NewClient(s.mcpURL, true)
+		n, ms := pick(40, 500), pick(300, 1000)
+		f := feed(c, n, ms, pick(50*time.Millisecond, 20*time.Millisecond))
 
-			// Restart the broker once (bounded) or twice (full) while the feed
-			// runs, each time after another share of it was acknowledged.
-			restarts := pick(1, 2)
-			for i := 1; i <= restarts; i++ {
-				harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-					a, _ := f.counts()
-					return a >= i*n/(restarts+2), fmt.Sprintf("only %d of %d tasks acknowledged", a, n)
-				})
-				kill()
-				time.Sleep(pick(2*time.Second, 5*time.Second)) // the outage, part of the schedule
-				restart(t)
-				t.Logf("broker killed and restarted (%d)", i)
-			}
-			ranBefore := runsPerWorker(s.workers)
-			acked := f.wait(t, 5*time.Minute)
+		// Restart the broker once (bounded) or twice (full) while the feed
+		// runs, each time after another share of it was acknowledged.
+		restarts := pick(1, 2)
+		for i := 1; i <= restarts; i++ {
+			f.awaitAcked(t, i*n/(restarts+2))
+			kill()
+			time.Sleep(pick(2*time.Second, 5*time.Second)) // the outage, part of the schedule
+			restart(t)
+			t.Logf("broker killed and restarted (%d)", i)
+		}
+		ranBefore := runsPerWorker(s.workers)
+		acked := f.wait(t, 5*time.Minute)
 
-			// The api and the workers reconnected on their own: tasks created
-			// now, through the same api, complete on the same workers.
-			var after []string
-			harness.Eventually(t, time.Minute, func() (bool, string) {
-				id, err := tryStart(c, 10)
-				if err != nil {
-					return false, "the api takes no task after the restart: " + err.Error()
-				}
-				after = append(after, id)
-				return true, ""
-			})
-			// Twice as many 8 s tasks as there are slots: one worker alone
-			// would leave half of them queued for 8 s, longer than any worker
-			// that is consuming again takes to ask for jobs (its pull
-			// requests last 5 s), so each worker must run some.
-			after = append(after, startTasks(t, c, 2*slots, 8000)...)
-			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
-			mustHold(t, recs, append(acked, after...))
-			mustComplete(t, recs, append(acked, after...))
-			mustEndTerminal(t, recs)
-			mustServe(t, c, recs, append(acked, after...))
-			// Every worker took jobs again after the last restart.
-			for i, n := range runsPerWorker(s.workers) {
-				if n == ranBefore[i] {
-					t.Errorf("%s ran no task after the broker came back", s.workers[i].Name)
-				}
+		// The api and the workers reconnected on their own: tasks created
+		// now, through the same api, complete on the same workers.
+		var after []string
+		harness.Eventually(t, time.Minute, func() (bool, string) {
+			id, err := tryStart(c, 10)
+			if err != nil {
+				return false, "the api takes no task after the restart: " + err.Error()
 			}
-			_, refused := f.counts()
-			t.Logf("%d calls acknowledged, %d refused during the outage", len(acked), refused)
-			s.tallyRecords(recs).report(t)
+			after = append(after, id)
+			return true, ""
 		})
-	}
+		// Twice as many 8 s tasks as there are slots: one worker alone
+		// would leave half of them queued for 8 s, longer than any worker
+		// that is consuming again takes to ask for jobs (its pull
+		// requests last 5 s), so each worker must run some.
+		after = append(after, startTasks(t, c, 2*slots, 8000)...)
+		recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
+		mustHold(t, recs, append(acked, after...))
+		mustComplete(t, recs, append(acked, after...))
+		mustEndTerminal(t, recs)
+		mustServe(t, c, recs, append(acked, after...))
+		// Every worker took jobs again after the last restart.
+		for i, n := range runsPerWorker(s.workers) {
+			if n == ranBefore[i] {
+				t.Errorf("%s ran no task after the broker came back", s.workers[i].Name)
+			}
+		}
+		_, refused := f.counts()
+		t.Logf("%d calls acknowledged, %d refused during the outage", len(acked), refused)
+		s.tallyRecords(recs).report(t)
+	})
 }
 
 // runsPerWorker counts each worker's "task running" lines.
@@ -215,17 +199,12 @@ func TestFaultCluster(t *testing.T) {
 	s.logDir = logDir
 	s.env = append(s.env, "MCPQ_NATS_REPLICAS=3")
 	s.startAPI(t, "api")
-	for range pick(2, 4) {
-		s.startWorker(t, "--concurrency", "4")
-	}
+	s.startWorkers(t, pick(2, 4), "--concurrency", "4")
 	c := harness.NewClient(s.mcpURL, true)
 	n, ms := pick(40, 500), pick(300, 1000)
 	f := feed(c, n, ms, pick(50*time.Millisecond, 20*time.Millisecond))
 
-	harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-		a, _ := f.counts()
-		return a >= n/3, fmt.Sprintf("only %d of %d tasks acknowledged", a, n)
-	})
+	f.awaitAcked(t, n/3)
 	bucket := "KV_" + s.prefix + "_tasks"
 	leader, replicas := streamLeader(t, cl.URLs(), bucket)
 	if replicas != 3 {
@@ -255,15 +234,11 @@ func TestFaultCluster(t *testing.T) {
 // streamLeader names the server leading stream, and its replica count.
 func streamLeader(t *testing.T, urls, stream string) (string, int) {
 	t.Helper()
-	nc, err := nats.Connect(urls, nats.Name("fault-suite-probe"))
+	nc, js, err := harness.JetStream(urls, "fault-suite-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
@@ -286,54 +261,49 @@ func streamLeader(t *testing.T, urls, stream string) (string, int) {
 // runs exactly once, like every other task.
 func TestFaultAPICrash(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			s := newFaultSystem(t, faultBackend(t, broker), "2s")
-			s.startAPI(t, "api")
-			for range 2 {
-				s.startWorker(t, "--concurrency", "4")
-			}
-			c := harness.NewClient(s.mcpURL, true)
-			f := feed(c, pick(20, 200), pick(300, 1000), pick(50*time.Millisecond, 20*time.Millisecond))
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newFaultSystem(t, faultBackend(t, broker), "2s")
+		s.startAPI(t, "api")
+		s.startWorkers(t, 2, "--concurrency", "4")
+		c := harness.NewClient(s.mcpURL, true)
+		f := feed(c, pick(20, 200), pick(300, 1000), pick(50*time.Millisecond, 20*time.Millisecond))
 
-			crashes := pick(3, 10)
-			for i := range crashes {
-				url, p := s.startAPI(t, fmt.Sprintf("api-crashing-%d", i+1), "MCPQ_FAULT=kill-after-record")
-				_, err := tryStart(harness.NewClient(url, true), pick(300, 1000))
-				if err == nil {
-					t.Fatalf("api-crashing-%d answered the call; MCPQ_FAULT=kill-after-record should have killed it first", i+1)
-				}
-				harness.Eventually(t, 20*time.Second, func() (bool, string) {
-					return p.Exited(), "the crashing api is still running"
-				})
+		crashes := pick(3, 10)
+		for i := range crashes {
+			url, p := s.startAPI(t, fmt.Sprintf("api-crashing-%d", i+1), "MCPQ_FAULT=kill-after-record")
+			_, err := tryStart(harness.NewClient(url, true), pick(300, 1000))
+			if err == nil {
+				t.Fatalf("api-crashing-%d answered the call; MCPQ_FAULT=kill-after-record should have killed it first", i+1)
 			}
-			acked := f.wait(t, 5*time.Minute)
-			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
-			mustHold(t, recs, acked)
-			// Each crashed api named the task it left behind; it completed.
-			for _, p := range s.apis[1:] {
-				var named []string
-				for id, ls := range lines([]*harness.Proc{p}) {
-					for _, l := range ls {
-						if l.Message == "fault: killing the api between record and publish" {
-							named = append(named, id)
-						}
+			harness.Eventually(t, 20*time.Second, func() (bool, string) {
+				return p.Exited(), "the crashing api is still running"
+			})
+		}
+		acked := f.wait(t, 5*time.Minute)
+		recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
+		mustHold(t, recs, acked)
+		// Each crashed api named the task it left behind; it completed.
+		for _, p := range s.apis[1:] {
+			var named []string
+			for id, ls := range lines([]*harness.Proc{p}) {
+				for _, l := range ls {
+					if l.Message == "fault: killing the api between record and publish" {
+						named = append(named, id)
 					}
 				}
-				if len(named) != 1 {
-					t.Errorf("%s named %v as the task it died on, want one", p.Name, named)
-				}
-				mustHold(t, recs, named)
 			}
-			if orphans := len(recs) - len(acked); orphans != crashes {
-				t.Errorf("%d records beyond the acknowledged calls, want one per crashed api (%d)", orphans, crashes)
+			if len(named) != 1 {
+				t.Errorf("%s named %v as the task it died on, want one", p.Name, named)
 			}
-			mustAllComplete(t, recs)
-			mustRunOnce(t, s, recs)
-			s.tallyRecords(recs).report(t)
-		})
-	}
+			mustHold(t, recs, named)
+		}
+		if orphans := len(recs) - len(acked); orphans != crashes {
+			t.Errorf("%d records beyond the acknowledged calls, want one per crashed api (%d)", orphans, crashes)
+		}
+		mustAllComplete(t, recs)
+		mustRunOnce(t, s, recs)
+		s.tallyRecords(recs).report(t)
+	})
 }
 
 // mustRunOnce fails unless every task's handler started exactly once
@@ -430,73 +400,68 @@ func lastLine(p *harness.Proc, id, msg string) *logLine {
 // running one of them saw its context end.
 func TestFaultCancels(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			s := newFaultSystem(t, faultBackend(t, broker), "2s")
-			s.startAPI(t, "api")
-			for range pick(2, 4) {
-				s.startWorker(t, "--concurrency", "4")
-			}
-			c := harness.NewClient(s.mcpURL, true)
-			n := pick(40, 500)
-			ids := startTasks(t, c, n, 1000)
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newFaultSystem(t, faultBackend(t, broker), "2s")
+		s.startAPI(t, "api")
+		s.startWorkers(t, pick(2, 4), "--concurrency", "4")
+		c := harness.NewClient(s.mcpURL, true)
+		n := pick(40, 500)
+		ids := startTasks(t, c, n, 1000)
 
-			// Cancel a random third, each after a random pause: some while
-			// queued, some while running, some after they completed.
-			pickd := rand.Perm(n)[:n/3]
-			cancelled := map[string]bool{}
-			for _, i := range pickd {
-				time.Sleep(rand.N(pick(300*time.Millisecond, 150*time.Millisecond))) // the schedule
-				id := ids[i]
-				if err := c.Call(context.Background(), "tasks/cancel", map[string]any{"taskId": id}, nil); err != nil {
-					t.Fatalf("tasks/cancel %s: %v", id, err)
-				}
-				tk, err := c.GetTask(context.Background(), id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch tk.Status {
-				case "cancelled":
-					cancelled[id] = true
-				case "completed": // the task won the race
-				default:
-					t.Errorf("after tasks/cancel the task is %s", tk.Status)
-				}
+		// Cancel a random third, each after a random pause: some while
+		// queued, some while running, some after they completed.
+		pickd := rand.Perm(n)[:n/3]
+		cancelled := map[string]bool{}
+		for _, i := range pickd {
+			time.Sleep(rand.N(pick(300*time.Millisecond, 150*time.Millisecond))) // the schedule
+			id := ids[i]
+			if err := c.Call(context.Background(), "tasks/cancel", map[string]any{"taskId": id}, nil); err != nil {
+				t.Fatalf("tasks/cancel %s: %v", id, err)
 			}
-			recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
-			for id, r := range recs {
-				if cancelled[id] != (r.Status == taskstate.Cancelled) {
-					t.Errorf("task %s ended %s; its cancel took effect: %v", id, r.Status, cancelled[id])
-				}
-				if !cancelled[id] && r.Status != taskstate.Completed {
-					t.Errorf("task %s ended %s %q", id, r.Status, r.StatusMessage)
-				}
+			tk, err := c.GetTask(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
 			}
-			// Every handler running a cancelled task observed the cancellation,
-			// unless it had already returned when the cancel landed (its
-			// outcome then found the task ended and was discarded).
-			ran, observed := 0, 0
-			for id := range cancelled {
-				if len(linesWith(s.workers, id, "task running")) == 0 {
-					continue
-				}
-				ran++
-				harness.Eventually(t, 20*time.Second, func() (bool, string) {
-					return len(linesWith(s.workers, id, "wait: handler observed cancellation"))+
-							len(linesWith(s.workers, id, "task already ended; outcome discarded")) > 0,
-						"the handler of cancelled task " + id + " never observed the cancellation"
-				})
-				if len(linesWith(s.workers, id, "wait: handler observed cancellation")) > 0 {
-					observed++
-				}
+			switch tk.Status {
+			case "cancelled":
+				cancelled[id] = true
+			case "completed": // the task won the race
+			default:
+				t.Errorf("after tasks/cancel the task is %s", tk.Status)
 			}
-			msg := fmt.Sprintf("cancel requests %d, took effect %d, of those running %d, handlers observed %d", len(pickd), len(cancelled), ran, observed)
-			t.Log(msg)
-			fmt.Printf("FAULTS %s: %s\n", t.Name(), msg)
-			s.tallyRecords(recs).report(t)
-		})
-	}
+		}
+		recs, _ := s.settled(t, pick(2*time.Minute, 10*time.Minute), nil)
+		for id, r := range recs {
+			if cancelled[id] != (r.Status == taskstate.Cancelled) {
+				t.Errorf("task %s ended %s; its cancel took effect: %v", id, r.Status, cancelled[id])
+			}
+			if !cancelled[id] && r.Status != taskstate.Completed {
+				t.Errorf("task %s ended %s %q", id, r.Status, r.StatusMessage)
+			}
+		}
+		// Every handler running a cancelled task observed the cancellation,
+		// unless it had already returned when the cancel landed (its
+		// outcome then found the task ended and was discarded).
+		ran, observed := 0, 0
+		for id := range cancelled {
+			if len(linesWith(s.workers, id, "task running")) == 0 {
+				continue
+			}
+			ran++
+			harness.Eventually(t, 20*time.Second, func() (bool, string) {
+				return len(linesWith(s.workers, id, "wait: handler observed cancellation"))+
+						len(linesWith(s.workers, id, "task already ended; outcome discarded")) > 0,
+					"the handler of cancelled task " + id + " never observed the cancellation"
+			})
+			if len(linesWith(s.workers, id, "wait: handler observed cancellation")) > 0 {
+				observed++
+			}
+		}
+		msg := fmt.Sprintf("cancel requests %d, took effect %d, of those running %d, handlers observed %d", len(pickd), len(cancelled), ran, observed)
+		t.Log(msg)
+		fmt.Printf("FAULTS %s: %s\n", t.Name(), msg)
+		s.tallyRecords(recs).report(t)
+	})
 }
 
 // linesWith is every log line of procs about task id with msg.

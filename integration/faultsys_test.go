@@ -57,7 +57,7 @@ type faultSystem struct {
 
 // faultPrefix names a test's streams, buckets and keys.
 func faultPrefix(t *testing.T) string {
-	return "flt" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(strings.TrimPrefix(t.Name(), "TestFault")))
+	return harness.Prefix("flt", strings.TrimPrefix(t.Name(), "TestFault"))
 }
 
 // newFaultSystem sets up a system on be without starting anything. Workers
@@ -108,6 +108,14 @@ func (s *faultSystem) startWorker(t *testing.T, extra ...string) *harness.Proc {
 	return p
 }
 
+// startWorkers starts n more workers with extra arguments.
+func (s *faultSystem) startWorkers(t *testing.T, n int, extra ...string) {
+	t.Helper()
+	for range n {
+		s.startWorker(t, extra...)
+	}
+}
+
 // killRandomWorker is kill -9 of a random live worker.
 func (s *faultSystem) killRandomWorker() *harness.Proc {
 	s.mu.Lock()
@@ -122,6 +130,7 @@ func (s *faultSystem) killRandomWorker() *harness.Proc {
 // feeder creates tasks through an api while the test breaks things: a
 // call that fails (broker down) is not acknowledged and only counted.
 type feeder struct {
+	n        int // calls it makes
 	mu       sync.Mutex
 	accepted []string
 	refused  []error
@@ -130,7 +139,7 @@ type feeder struct {
 
 // feed starts creating n tasks of the wait tool (ms each), one every gap.
 func feed(c *harness.Client, n, ms int, gap time.Duration) *feeder {
-	f := &feeder{done: make(chan struct{})}
+	f := &feeder{n: n, done: make(chan struct{})}
 	go func() {
 		defer close(f.done)
 		for range n {
@@ -146,6 +155,16 @@ func feed(c *harness.Client, n, ms int, gap time.Duration) *feeder {
 		}
 	}()
 	return f
+}
+
+// awaitAcked waits, two minutes at most, until at least want calls of the
+// feed were acknowledged.
+func (f *feeder) awaitAcked(t *testing.T, want int) {
+	t.Helper()
+	harness.Eventually(t, 2*time.Minute, func() (bool, string) {
+		a, _ := f.counts()
+		return a >= want, fmt.Sprintf("only %d of %d tasks acknowledged", a, f.n)
+	})
 }
 
 // tryStart calls the wait tool as a task and returns its id.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
@@ -61,66 +59,49 @@ func runs(procs ...*harness.Proc) map[string]int {
 // creation, each run once, and no process is ever handed a job it cannot run.
 func TestFleetMixedPools(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			b := harness.Build(t)
-			prefix := "it" + strings.ToLower(strings.NewReplacer("/", "_").Replace(t.Name()))
-			var (
-				mcpURL string
-				api    *harness.Proc
-				be     harness.Backend
-			)
-			if broker == "nats" {
-				port, natsPort := harness.FreePort(t), harness.FreePort(t)
-				api = harness.Start(t, "api-all-in-one", b.API, []string{"NATS_URL=", "MCPQ_PREFIX="},
-					"--listen", fmt.Sprintf("127.0.0.1:%d", port), "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-					"--data-dir", filepath.Join(t.TempDir(), "data"), "--log-json")
-				mcpURL = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-				be = harness.NATSBackend(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
-				prefix = "mcpq" // the all-in-one api's own
-				harness.Eventually(t, 30*time.Second, func() (bool, string) {
-					if api.Exited() {
-						t.Fatalf("all-in-one api exited:\n%s", api.Output())
-					}
-					resp, err := http.Get(strings.TrimSuffix(mcpURL, "/mcp") + "/healthz")
-					if err != nil {
-						return false, err.Error()
-					}
-					resp.Body.Close()
-					return resp.StatusCode == 200, resp.Status
-				})
-			} else {
-				be = harness.NewBackend(t, b, broker, prefix)
-				mcpURL, api = harness.API(t, b, be, prefix)
-			}
-			procs := []*harness.Proc{api}
-			for _, name := range []string{"demo-1", "demo-2"} {
-				procs = append(procs, harness.Worker(t, b.Worker, name, be, prefix))
-			}
-			fixtures := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--concurrency", "8")
-			procs = append(procs, fixtures)
+	eachBroker(t, func(t *testing.T, broker string) {
+		b := harness.Build(t)
+		prefix := harness.Prefix("it", t.Name())
+		var (
+			mcpURL string
+			api    *harness.Proc
+			be     harness.Backend
+		)
+		if broker == "nats" {
+			var natsURL string
+			mcpURL, natsURL, api = harness.AllInOne(t, b)
+			be = harness.NATSBackend(natsURL)
+			prefix = "mcpq" // the all-in-one api's own
+		} else {
+			be = harness.NewBackend(t, b, broker, prefix)
+			mcpURL, api = harness.API(t, b, be, prefix)
+		}
+		procs := []*harness.Proc{api}
+		for _, name := range []string{"demo-1", "demo-2"} {
+			procs = append(procs, harness.Worker(t, b.Worker, name, be, prefix))
+		}
+		fixtures := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--concurrency", "8")
+		procs = append(procs, fixtures)
 
-			c := harness.NewClient(mcpURL, true)
-			created := time.Now()
-			ids := startAll(t, c, 40, "slow_compute", map[string]any{"seconds": 1})
-			for _, id := range ids {
-				c.WaitStatus(t, id, time.Until(created.Add(8*time.Second)), "completed")
+		c := harness.NewClient(mcpURL, true)
+		created := time.Now()
+		ids := startAll(t, c, 40, "slow_compute", map[string]any{"seconds": 1})
+		for _, id := range ids {
+			c.WaitStatus(t, id, time.Until(created.Add(8*time.Second)), "completed")
+		}
+		t.Logf("40 one-second tasks on 8 slots completed %s after creation", time.Since(created).Round(10*time.Millisecond))
+		got := runs(procs...)
+		for _, id := range ids {
+			if got[id] != 1 {
+				t.Errorf("task %s ran %d times, want once", id, got[id])
 			}
-			t.Logf("40 one-second tasks on 8 slots completed %s after creation", time.Since(created).Round(10*time.Millisecond))
-			got := runs(procs...)
-			for _, id := range ids {
-				if got[id] != 1 {
-					t.Errorf("task %s ran %d times, want once", id, got[id])
-				}
+		}
+		for _, p := range procs {
+			if n := strings.Count(p.Output(), handBack); n > 0 {
+				t.Errorf("%s handed %d jobs back (%q): jobs must reach only workers that serve their tool", p.Name, n, handBack)
 			}
-			for _, p := range procs {
-				if n := strings.Count(p.Output(), handBack); n > 0 {
-					t.Errorf("%s handed %d jobs back (%q): jobs must reach only workers that serve their tool", p.Name, n, handBack)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestFleetScaleToZero: the only pool serving slow_compute is gone for
@@ -169,7 +150,7 @@ func TestFleetScaleToZero(t *testing.T) {
 			}
 		}
 		api := strings.TrimSuffix(s.mcpURL, "/mcp")
-		if code, body := getStatus(t, api+"/readyz"); code != 200 {
+		if code, body := harness.Get(api + "/readyz"); code != 200 {
 			t.Fatalf("api /readyz with the pool at zero: %d %s", code, body)
 		}
 		_, err := c.CallTool(context.Background(), "never_registered", map[string]any{})
@@ -226,70 +207,62 @@ func TestFleetExternalWorker(t *testing.T) {
 // 2 s runs once.
 func TestFleetToolLeases(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			// The reaper requeues a lapsed lease on Asynq (its own recovery
-			// takes a minute or more): every 500 ms here.
-			s := newSystem(t, broker, "--reap-interval", "500ms")
-			waitPool := s.worker(t, "wait-pool", "--tools", "wait", "--lease", "30s")
-			var before jetstream.ConsumerConfig
-			if broker == "nats" {
-				before = consumerConfig(t, s, "wait")
+	eachBroker(t, func(t *testing.T, broker string) {
+		// The reaper requeues a lapsed lease on Asynq (its own recovery
+		// takes a minute or more): every 500 ms here.
+		s := newSystem(t, broker, "--reap-interval", "500ms")
+		waitPool := s.worker(t, "wait-pool", "--tools", "wait", "--lease", "30s")
+		var before jetstream.ConsumerConfig
+		if broker == "nats" {
+			before = consumerConfig(t, s, "wait")
+		}
+		fast1 := s.conformanceWorker(t, "fast-1", "--tools", "slow_compute", "--lease", "2s")
+		fast2 := s.conformanceWorker(t, "fast-2", "--tools", "slow_compute", "--lease", "2s")
+		if broker == "nats" {
+			after := consumerConfig(t, s, "wait")
+			if after.AckWait != 30*time.Second || after.AckWait != before.AckWait || after.MaxDeliver != before.MaxDeliver {
+				t.Fatalf("the wait pool's consumer: %s/%d before, %s/%d after the 2s pool started; want 30s, unchanged",
+					before.AckWait, before.MaxDeliver, after.AckWait, after.MaxDeliver)
 			}
-			fast1 := s.conformanceWorker(t, "fast-1", "--tools", "slow_compute", "--lease", "2s")
-			fast2 := s.conformanceWorker(t, "fast-2", "--tools", "slow_compute", "--lease", "2s")
-			if broker == "nats" {
-				after := consumerConfig(t, s, "wait")
-				if after.AckWait != 30*time.Second || after.AckWait != before.AckWait || after.MaxDeliver != before.MaxDeliver {
-					t.Fatalf("the wait pool's consumer: %s/%d before, %s/%d after the 2s pool started; want 30s, unchanged",
-						before.AckWait, before.MaxDeliver, after.AckWait, after.MaxDeliver)
-				}
-				if fast := consumerConfig(t, s, "slow_compute"); fast.AckWait != 2*time.Second {
-					t.Fatalf("slow_compute's consumer has AckWait %s, want 2s", fast.AckWait)
-				}
+			if fast := consumerConfig(t, s, "slow_compute"); fast.AckWait != 2*time.Second {
+				t.Fatalf("slow_compute's consumer has AckWait %s, want 2s", fast.AckWait)
 			}
+		}
 
-			c := harness.NewClient(s.mcpURL, true)
-			long := c.StartTask(t, "wait", map[string]any{"ms": 4000})
-			id := c.StartTask(t, "slow_compute", map[string]any{"seconds": 3})
-			var victim, other *harness.Proc
-			harness.Eventually(t, 20*time.Second, func() (bool, string) {
-				switch {
-				case hasLine(fast1.Output(), id, "task running"):
-					victim, other = fast1, fast2
-				case hasLine(fast2.Output(), id, "task running"):
-					victim, other = fast2, fast1
-				}
-				return victim != nil, "no worker of the 2s pool has started " + id
-			})
-			victim.Kill()
-			killed := time.Now()
-			harness.Eventually(t, 5*time.Second, func() (bool, string) {
-				return hasLine(other.Output(), id, "task running"), fmt.Sprintf("the pool's other worker has not taken %s over %s after the kill", id, time.Since(killed).Round(100*time.Millisecond))
-			})
-			t.Logf("the 2s pool's task was running on its other worker %s after the kill", time.Since(killed).Round(10*time.Millisecond))
-			c.WaitStatus(t, id, 20*time.Second, "completed")
-			c.WaitStatus(t, long, 20*time.Second, "completed")
-			if n := runs(waitPool)[long]; n != 1 {
-				t.Fatalf("the 4s wait task ran %d times on its 30s-lease pool, want once", n)
+		c := harness.NewClient(s.mcpURL, true)
+		long := c.StartTask(t, "wait", map[string]any{"ms": 4000})
+		id := c.StartTask(t, "slow_compute", map[string]any{"seconds": 3})
+		var victim, other *harness.Proc
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			switch {
+			case hasLine(fast1.Output(), id, "task running"):
+				victim, other = fast1, fast2
+			case hasLine(fast2.Output(), id, "task running"):
+				victim, other = fast2, fast1
 			}
+			return victim != nil, "no worker of the 2s pool has started " + id
 		})
-	}
+		victim.Kill()
+		killed := time.Now()
+		harness.Eventually(t, 5*time.Second, func() (bool, string) {
+			return hasLine(other.Output(), id, "task running"), fmt.Sprintf("the pool's other worker has not taken %s over %s after the kill", id, time.Since(killed).Round(100*time.Millisecond))
+		})
+		t.Logf("the 2s pool's task was running on its other worker %s after the kill", time.Since(killed).Round(10*time.Millisecond))
+		c.WaitStatus(t, id, 20*time.Second, "completed")
+		c.WaitStatus(t, long, 20*time.Second, "completed")
+		if n := runs(waitPool)[long]; n != 1 {
+			t.Fatalf("the 4s wait task ran %d times on its 30s-lease pool, want once", n)
+		}
+	})
 }
 
 func consumerConfig(t *testing.T, s *system, tool string) jetstream.ConsumerConfig {
 	t.Helper()
-	url := s.be.Args[1]
-	nc, err := nats.Connect(url)
+	nc, js, err := harness.JetStream(s.be.Args[1], "fleet-probe")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := js.Consumer(ctx, natsbroker.NamesFor(s.prefix).Stream, natsbroker.ConsumerName(tool))

@@ -15,9 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
-	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
 // TestSlowClientsAreCut: 100 connections with a valid token that declare a
@@ -27,15 +25,10 @@ import (
 func TestSlowClientsAreCut(t *testing.T) {
 	t.Parallel()
 	const timeout = 2 * time.Second
-	b := harness.Build(t)
-	prefix := authPrefix(t)
-	be := harness.NewBackend(t, b, "nats", prefix)
-	iss := authtest.NewIssuer(t, jwtauth.ES256)
-	mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL,
-		"--body-timeout", timeout.String(), "--idle-timeout", timeout.String())
-	harness.Worker(t, b.Worker, "worker", be, prefix)
-	token := iss.Mint(t, iss.Claims("slowpoke", mcpURL))
-	addr := strings.TrimSuffix(strings.TrimPrefix(mcpURL, "http://"), "/mcp")
+	s := newAuthSystem(t, "nats", jwtauth.ES256, "--body-timeout", timeout.String(), "--idle-timeout", timeout.String())
+	s.worker(t, "worker")
+	token := s.token(t, "slowpoke")
+	addr := strings.TrimSuffix(strings.TrimPrefix(s.mcpURL, "http://"), "/mcp")
 
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -105,7 +98,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 	}
 
 	// Meanwhile another client lists the tools.
-	other := authClient(mcpURL, token)
+	other := authClient(s.mcpURL, token)
 	var lat []time.Duration
 	probeDone := make(chan struct{})
 	go func() {

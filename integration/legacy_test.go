@@ -22,28 +22,19 @@ import (
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
-// legacySummary is the one-line JSON sdk-v1-tasks.mjs prints last.
+// legacySummary is the one-line JSON sdk-v1-tasks.mjs prints last: what
+// ext-tasks.mjs prints, and more.
 type legacySummary struct {
-	OK            bool     `json:"ok"`
-	Scenario      string   `json:"scenario"`
-	Reason        string   `json:"reason"`
-	Tool          string   `json:"tool"`
-	TaskID        string   `json:"taskId"`
+	clientSummary
 	TaskIDs       []string `json:"taskIds"`
 	ListedA       []string `json:"listedA"`
 	ListedB       []string `json:"listedB"`
 	SessionA      string   `json:"sessionA"`
 	SessionB      string   `json:"sessionB"`
-	Status        string   `json:"status"`
-	Statuses      []string `json:"statuses"`
 	StatusMessage string   `json:"statusMessage"`
-	Text          string   `json:"text"`
 	StreamError   string   `json:"streamError"`
-	InputRequests *int     `json:"inputRequests"`
 	InputID       string   `json:"inputId"`
 	TTL           *int     `json:"ttl"`
-	ElapsedMs     int      `json:"elapsedMs"`
-	Requests      int      `json:"requests"`
 }
 
 // runLegacyClient runs sdk-v1-tasks.mjs SCENARIO against mcpURL with the
@@ -59,16 +50,11 @@ func runLegacyClient(t *testing.T, mcpURL, scenario string, args ...string) lega
 // polling, then tasks/result).
 func TestLegacyClientStreamResult(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "stream-result", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		if s.Tool != "render_report" || s.Status != "completed" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, `"pages":2`) {
-			t.Fatalf("result text %q lacks the report", s.Text)
-		}
+		wantReport(t, s.clientSummary)
 		if s.TTL == nil || *s.TTL != 60000 {
 			t.Fatalf("created task ttl %v, want the requested 60000", s.TTL)
 		}
@@ -84,7 +70,7 @@ func TestLegacyClientStreamResult(t *testing.T) {
 // stream reports it as such.
 func TestLegacyClientStreamFailure(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "stream-failure", "fail", `{}`)
@@ -105,19 +91,11 @@ func TestLegacyClientStreamFailure(t *testing.T) {
 // back to the task, which completes.
 func TestLegacyClientElicitation(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, conformanceWorker)
 
 		s := runLegacyClient(t, mcpURL, "elicit", "report.pdf")
-		if s.Tool != "confirm_delete" || s.Status != "completed" {
-			t.Fatalf("summary %+v", s)
-		}
-		if !strings.Contains(s.Text, "Deleted report.pdf") {
-			t.Fatalf("result text %q, want Deleted report.pdf", s.Text)
-		}
-		if s.InputRequests == nil || *s.InputRequests != 1 {
-			t.Fatalf("the elicitation handler ran %v times, want exactly 1 (summary %+v)", s.InputRequests, s)
-		}
+		wantElicited(t, s.clientSummary, "Deleted report.pdf")
 		if !strings.HasPrefix(s.InputID, "mcpq-input:"+s.TaskID+":") {
 			t.Fatalf("input request id %q", s.InputID)
 		}
@@ -127,7 +105,7 @@ func TestLegacyClientElicitation(t *testing.T) {
 // tasks/list shows a session its own tasks, and only those.
 func TestLegacyClientListTasks(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "list", "wait", `{"ms":300}`)
@@ -146,24 +124,11 @@ func TestLegacyClientListTasks(t *testing.T) {
 // tasks/cancel stops a running task; the handler sees the cancellation.
 func TestLegacyClientCancels(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, w := officialSystem(t, broker, demoWorker)
 
 		s := runLegacyClient(t, mcpURL, "cancel", "wait", `{"ms":60000}`)
-		if s.Status != "cancelled" || s.TaskID == "" {
-			t.Fatalf("summary %+v", s)
-		}
-		if s.ElapsedMs >= 60000 {
-			t.Fatalf("cancel took %d ms: the task ran to its end", s.ElapsedMs)
-		}
-		harness.Eventually(t, 10*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, s.TaskID) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "the wait handler never observed the cancellation of " + s.TaskID
-		})
+		wantCancelled(t, s.clientSummary, w)
 	})
 }
 
@@ -366,112 +331,102 @@ func taskIDs(ts []legacyTaskView) []string {
 // session (and its tasks) from the store.
 func TestSessionAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			b := harness.Build(t)
-			prefix := "lg" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
-			be := harness.NewBackend(t, b, broker, prefix)
-			key := make([]byte, 32)
-			_, _ = rand.Read(key)
-			env := []string{"MCPQ_STATE_KEY=" + hex.EncodeToString(key)}
-			urlA, _ := harness.APIEnv(t, b, be, prefix, "api-a", env)
-			urlB, _ := harness.APIEnv(t, b, be, prefix, "api-b", env)
-			w := harness.Worker(t, b.Worker, "worker", be, prefix)
+	eachBroker(t, func(t *testing.T, broker string) {
+		b := harness.Build(t)
+		prefix := harness.Prefix("lg", t.Name())
+		be := harness.NewBackend(t, b, broker, prefix)
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		env := []string{"MCPQ_STATE_KEY=" + hex.EncodeToString(key)}
+		urlA, _ := harness.APIEnv(t, b, be, prefix, "api-a", env)
+		urlB, _ := harness.APIEnv(t, b, be, prefix, "api-b", env)
+		w := harness.Worker(t, b.Worker, "worker", be, prefix)
 
-			// Replica A opens the session.
-			sess := initializeLegacy(t, urlA, "replica-test")
+		// Replica A opens the session.
+		sess := initializeLegacy(t, urlA, "replica-test")
 
-			// Replica B serves it: tools/list, and a task-augmented tools/call.
-			type tool struct {
-				Name      string            `json:"name"`
-				Execution map[string]string `json:"execution"`
-			}
-			var tools struct {
-				Tools []tool `json:"tools"`
-			}
-			sess.call(urlB, "tools/list", map[string]any{}, &tools)
-			i := slices.IndexFunc(tools.Tools, func(x tool) bool { return x.Name == "wait" })
-			if i < 0 || tools.Tools[i].Execution["taskSupport"] != "optional" {
-				t.Fatalf("tools/list on B: no wait tool with execution.taskSupport optional: %+v", tools.Tools)
-			}
-			var created struct {
-				Task *legacyTaskView `json:"task"`
-			}
-			sess.call(urlB, "tools/call", map[string]any{"name": "wait", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{"ttl": 60000}}, &created)
-			if created.Task == nil || created.Task.TaskID == "" || created.Task.Status != "working" || created.Task.TTL == nil || *created.Task.TTL != 60000 || created.Task.CreatedAt == "" {
-				t.Fatalf("tools/call on B: want {task:{taskId, status working, ttl 60000, createdAt}}, got %+v", created.Task)
-			}
-			id := created.Task.TaskID
+		// Replica B serves it: tools/list, and a task-augmented tools/call.
+		type tool struct {
+			Name      string            `json:"name"`
+			Execution map[string]string `json:"execution"`
+		}
+		var tools struct {
+			Tools []tool `json:"tools"`
+		}
+		sess.call(urlB, "tools/list", map[string]any{}, &tools)
+		i := slices.IndexFunc(tools.Tools, func(x tool) bool { return x.Name == "wait" })
+		if i < 0 || tools.Tools[i].Execution["taskSupport"] != "optional" {
+			t.Fatalf("tools/list on B: no wait tool with execution.taskSupport optional: %+v", tools.Tools)
+		}
+		var created struct {
+			Task *legacyTaskView `json:"task"`
+		}
+		sess.call(urlB, "tools/call", map[string]any{"name": "wait", "arguments": map[string]any{"ms": 60000}, "task": map[string]any{"ttl": 60000}}, &created)
+		if created.Task == nil || created.Task.TaskID == "" || created.Task.Status != "working" || created.Task.TTL == nil || *created.Task.TTL != 60000 || created.Task.CreatedAt == "" {
+			t.Fatalf("tools/call on B: want {task:{taskId, status working, ttl 60000, createdAt}}, got %+v", created.Task)
+		}
+		id := created.Task.TaskID
 
-			// Replica A reads it (until the handler runs), lists it and cancels it.
-			var got legacyTaskView
-			harness.Eventually(t, 20*time.Second, func() (bool, string) {
-				sess.call(urlA, "tasks/get", map[string]any{"taskId": id}, &got)
-				if got.TaskID != id || got.Status != "working" {
-					t.Fatalf("tasks/get on A: %+v, want task %s working", got, id)
-				}
-				return strings.Contains(got.StatusMessage, "waiting"), "statusMessage " + got.StatusMessage
-			})
-			if listed := taskIDs(sess.listAll(urlA)); !slices.Contains(listed, id) {
-				t.Fatalf("tasks/list on A: %v lacks %s", listed, id)
+		// Replica A reads it (until the handler runs), lists it and cancels it.
+		var got legacyTaskView
+		harness.Eventually(t, 20*time.Second, func() (bool, string) {
+			sess.call(urlA, "tasks/get", map[string]any{"taskId": id}, &got)
+			if got.TaskID != id || got.Status != "working" {
+				t.Fatalf("tasks/get on A: %+v, want task %s working", got, id)
 			}
-			var cancelled legacyTaskView
-			sess.call(urlA, "tasks/cancel", map[string]any{"taskId": id}, &cancelled)
-			if cancelled.TaskID != id || cancelled.Status != "cancelled" {
-				t.Fatalf("tasks/cancel on A: %+v, want task %s cancelled", cancelled, id)
-			}
-			sess.call(urlB, "tasks/get", map[string]any{"taskId": id}, &got)
-			if got.Status != "cancelled" {
-				t.Fatalf("tasks/get on B after the cancel on A: %+v", got)
-			}
-			if r := sess.try(urlB, "tasks/cancel", map[string]any{"taskId": id}); r.Status != http.StatusOK || r.Error == nil || r.Error.Code != -32602 {
-				t.Fatalf("second tasks/cancel on B: HTTP %d, error %v, body %s; want HTTP 200 with -32602", r.Status, r.Error, r.Body)
-			}
-			harness.Eventually(t, 10*time.Second, func() (bool, string) {
-				for _, line := range strings.Split(w.Output(), "\n") {
-					if strings.Contains(line, id) && strings.Contains(line, "handler observed cancellation") {
-						return true, ""
-					}
-				}
-				return false, "the wait handler never observed the cancellation of " + id
-			})
-
-			// Another session (opened on B) neither lists nor reads the task.
-			other := initializeLegacy(t, urlB, "replica-test-other")
-			if listed := taskIDs(other.listAll(urlA)); slices.Contains(listed, id) {
-				t.Fatalf("another session lists %s: %v", id, listed)
-			}
-			if r := other.try(urlA, "tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
-				t.Fatalf("another session's tasks/get of %s: HTTP %d, error %v, body %s; want -32602", id, r.Status, r.Error, r.Body)
-			}
-
-			// A session id unknown to both replicas: HTTP 404; no session id: 400.
-			for _, u := range []string{urlA, urlB} {
-				bogus := &legacySession{t: t, id: "no-such-session-" + hex.EncodeToString(key[:8])}
-				if r := bogus.try(u, "tools/list", map[string]any{}); r.Status != http.StatusNotFound {
-					t.Fatalf("unknown session on %s: HTTP %d %s, want 404", u, r.Status, r.Body)
-				}
-				if r := legacyPost(t, u, "", "tools/list", map[string]any{}, "no-session"); r.Status != http.StatusBadRequest {
-					t.Fatalf("tools/list without Mcp-Session-Id on %s: HTTP %d %s, want 400", u, r.Status, r.Body)
-				}
-			}
-
-			// Ending the session on B ends it on A too.
-			req, _ := http.NewRequest(http.MethodDelete, urlB, nil)
-			req.Header.Set("Mcp-Session-Id", sess.id)
-			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatalf("DELETE on B: %v", err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
-				t.Fatalf("DELETE on B: HTTP %d", resp.StatusCode)
-			}
-			if r := sess.try(urlA, "tools/list", map[string]any{}); r.Status != http.StatusNotFound {
-				t.Fatalf("tools/list on A after DELETE on B: HTTP %d %s, want 404", r.Status, r.Body)
-			}
+			return strings.Contains(got.StatusMessage, "waiting"), "statusMessage " + got.StatusMessage
 		})
-	}
+		if listed := taskIDs(sess.listAll(urlA)); !slices.Contains(listed, id) {
+			t.Fatalf("tasks/list on A: %v lacks %s", listed, id)
+		}
+		var cancelled legacyTaskView
+		sess.call(urlA, "tasks/cancel", map[string]any{"taskId": id}, &cancelled)
+		if cancelled.TaskID != id || cancelled.Status != "cancelled" {
+			t.Fatalf("tasks/cancel on A: %+v, want task %s cancelled", cancelled, id)
+		}
+		sess.call(urlB, "tasks/get", map[string]any{"taskId": id}, &got)
+		if got.Status != "cancelled" {
+			t.Fatalf("tasks/get on B after the cancel on A: %+v", got)
+		}
+		if r := sess.try(urlB, "tasks/cancel", map[string]any{"taskId": id}); r.Status != http.StatusOK || r.Error == nil || r.Error.Code != -32602 {
+			t.Fatalf("second tasks/cancel on B: HTTP %d, error %v, body %s; want HTTP 200 with -32602", r.Status, r.Error, r.Body)
+		}
+		w.WaitLine(t, 10*time.Second, id, "handler observed cancellation")
+
+		// Another session (opened on B) neither lists nor reads the task.
+		other := initializeLegacy(t, urlB, "replica-test-other")
+		if listed := taskIDs(other.listAll(urlA)); slices.Contains(listed, id) {
+			t.Fatalf("another session lists %s: %v", id, listed)
+		}
+		if r := other.try(urlA, "tasks/get", map[string]any{"taskId": id}); r.Error == nil || r.Error.Code != -32602 {
+			t.Fatalf("another session's tasks/get of %s: HTTP %d, error %v, body %s; want -32602", id, r.Status, r.Error, r.Body)
+		}
+
+		// A session id unknown to both replicas: HTTP 404; no session id: 400.
+		for _, u := range []string{urlA, urlB} {
+			bogus := &legacySession{t: t, id: "no-such-session-" + hex.EncodeToString(key[:8])}
+			if r := bogus.try(u, "tools/list", map[string]any{}); r.Status != http.StatusNotFound {
+				t.Fatalf("unknown session on %s: HTTP %d %s, want 404", u, r.Status, r.Body)
+			}
+			if r := legacyPost(t, u, "", "tools/list", map[string]any{}, "no-session"); r.Status != http.StatusBadRequest {
+				t.Fatalf("tools/list without Mcp-Session-Id on %s: HTTP %d %s, want 400", u, r.Status, r.Body)
+			}
+		}
+
+		// Ending the session on B ends it on A too.
+		req, _ := http.NewRequest(http.MethodDelete, urlB, nil)
+		req.Header.Set("Mcp-Session-Id", sess.id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("DELETE on B: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("DELETE on B: HTTP %d", resp.StatusCode)
+		}
+		if r := sess.try(urlA, "tools/list", map[string]any{}); r.Status != http.StatusNotFound {
+			t.Fatalf("tools/list on A after DELETE on B: HTTP %d %s, want 404", r.Status, r.Body)
+		}
+	})
 }

@@ -28,10 +28,10 @@ func TestAPIShutdown(t *testing.T) {
 		t.Parallel()
 		s, w, admin := lifecycleSystem(t, "--shutdown-delay", "2s", "--shutdown-timeout", "30s")
 		api := strings.TrimSuffix(s.mcpURL, "/mcp")
-		if code, _ := getStatus(t, api+"/metrics"); code != http.StatusNotFound {
+		if code, _ := harness.Get(api + "/metrics"); code != http.StatusNotFound {
 			t.Errorf("public /metrics with --admin: %d, want 404", code)
 		}
-		if code, body := getStatus(t, admin+"/metrics"); code != 200 || !strings.Contains(body, "mcpq_queue_depth") {
+		if code, body := harness.Get(admin + "/metrics"); code != 200 || !strings.Contains(body, "mcpq_queue_depth") {
 			t.Errorf("admin /metrics: %d, want 200 with the api's metrics", code)
 		}
 
@@ -129,7 +129,7 @@ func lifecycleSystem(t *testing.T, args ...string) (*system, *harness.Proc, stri
 	api := strings.TrimSuffix(s.mcpURL, "/mcp")
 	for _, u := range []string{api, "http://" + addr} {
 		harness.Eventually(t, 20*time.Second, func() (bool, string) {
-			code, body := getStatus(t, u+"/readyz")
+			code, body := harness.Get(u + "/readyz")
 			return code == 200, fmt.Sprintf("%s/readyz: %d %s", u, code, body)
 		})
 	}

@@ -22,7 +22,7 @@ import (
 // once the task has ended.
 func TestOfficialClientReceivesTaskNotifications(t *testing.T) {
 	t.Parallel()
-	officialOnBrokers(t, func(t *testing.T, broker string) {
+	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 		var s struct {
 			clientSummary

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -27,10 +26,10 @@ func TestMetrics(t *testing.T) {
 
 		// No worker yet: alive and ready (a pool at zero is not the
 		// api's fault; calls queue until a worker starts).
-		if code, body := getStatus(t, api+"/healthz"); code != 200 {
+		if code, body := harness.Get(api + "/healthz"); code != 200 {
 			t.Fatalf("api /healthz: %d %s", code, body)
 		}
-		if code, body := getStatus(t, api+"/readyz"); code != http.StatusOK {
+		if code, body := harness.Get(api + "/readyz"); code != http.StatusOK {
 			t.Fatalf("api /readyz without any worker: %d %q, want 200", code, body)
 		}
 
@@ -38,7 +37,7 @@ func TestMetrics(t *testing.T) {
 		w1 := s.conformanceWorker(t, "worker-1", "--admin", strings.TrimPrefix(admin, "http://"))
 		for _, u := range []string{api, admin} {
 			harness.Eventually(t, 20*time.Second, func() (bool, string) {
-				code, body := getStatus(t, u+"/readyz")
+				code, body := harness.Get(u + "/readyz")
 				return code == 200, fmt.Sprintf("%s/readyz: %d %s", u, code, body)
 			})
 		}
@@ -161,17 +160,6 @@ func (c countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return c.next.RoundTrip(r)
 }
 
-func getStatus(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 // hasLine reports whether a JSON log line names both the task and msg.
 func hasLine(out, task, msg string) bool {
 	for _, l := range strings.Split(out, "\n") {
@@ -186,7 +174,7 @@ func hasLine(out, task, msg string) bool {
 // the exposition format, labels sorted by name.
 func scrape(t *testing.T, base string) map[string]float64 {
 	t.Helper()
-	code, body := getStatus(t, base+"/metrics")
+	code, body := harness.Get(base + "/metrics")
 	if code != 200 {
 		t.Fatalf("%s/metrics: %d %s", base, code, body)
 	}

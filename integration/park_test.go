@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
@@ -132,21 +131,17 @@ func TestParkSurvivesWorkerKill(t *testing.T) {
 // --input-timeout, saying so.
 func TestParkInputTimeout(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			s := newSystem(t, broker, "--reap-interval", "500ms")
-			w := s.conformanceWorker(t, "fixtures", "--park-after", "500ms", "--input-timeout", "3s")
-			c := harness.NewClient(s.mcpURL, true)
-			id := c.StartTask(t, "confirm_delete", map[string]any{"filename": "c.txt"})
-			awaitInput(t, c, id)
-			harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, id, "parking") == 1, "not parked" })
-			tk := c.WaitStatus(t, id, 20*time.Second, "failed")
-			if !strings.Contains(tk.StatusMessage, "timed out waiting for client input") || !strings.Contains(tk.StatusMessage, "--input-timeout") {
-				t.Fatalf("statusMessage %q, want it to name the input timeout", tk.StatusMessage)
-			}
-		})
-	}
+	onBrokersWith(t, []string{"--reap-interval", "500ms"}, func(t *testing.T, s *system) {
+		w := s.conformanceWorker(t, "fixtures", "--park-after", "500ms", "--input-timeout", "3s")
+		c := harness.NewClient(s.mcpURL, true)
+		id := c.StartTask(t, "confirm_delete", map[string]any{"filename": "c.txt"})
+		awaitInput(t, c, id)
+		harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, id, "parking") == 1, "not parked" })
+		tk := c.WaitStatus(t, id, 20*time.Second, "failed")
+		if !strings.Contains(tk.StatusMessage, "timed out waiting for client input") || !strings.Contains(tk.StatusMessage, "--input-timeout") {
+			t.Fatalf("statusMessage %q, want it to name the input timeout", tk.StatusMessage)
+		}
+	})
 }
 
 // TestParkWaitingCap: with --max-waiting-input 2, a principal's third task
@@ -154,34 +149,26 @@ func TestParkInputTimeout(t *testing.T) {
 // task waits as usual.
 func TestParkWaitingCap(t *testing.T) {
 	t.Parallel()
-	for _, broker := range brokers {
-		t.Run(broker, func(t *testing.T) {
-			t.Parallel()
-			b := harness.Build(t)
-			prefix := authPrefix(t)
-			be := harness.NewBackend(t, b, broker, prefix)
-			iss := authtest.NewIssuer(t, jwtauth.RS256)
-			mcpURL, _ := harness.API(t, b, be, prefix, "--auth-jwks-url", iss.JWKSURL, "--auth-issuer", iss.URL)
-			w := harness.Worker(t, b.Conformance, "fixtures", be, prefix, "--park-after", "500ms", "--max-waiting-input", "2")
-			mint := func(sub string) string { return iss.Mint(t, iss.Claims(sub, mcpURL)) }
-			alice, bob := authClient(mcpURL, mint("alice")), authClient(mcpURL, mint("bob"))
-			for range 2 {
-				id := alice.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
-				awaitInput(t, alice, id)
-				harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, id, "parking") == 1, "not parked" })
-			}
-			third := alice.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
-			tk := alice.WaitStatus(t, third, 20*time.Second, "failed")
-			if tk.Error == nil || !strings.Contains(tk.Error.Message, "already has 2 tasks waiting for input") {
-				t.Fatalf("alice's third task: %+v (error %+v), want it failed naming the limit", tk, tk.Error)
-			}
-			other := bob.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
-			awaitInput(t, bob, other)
-			harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, other, "parking") == 1, "bob's task not parked" })
-			var rpc *harness.RPCError
-			if err := bob.Call(context.Background(), "tasks/get", map[string]any{"taskId": third}, nil); !errors.As(err, &rpc) {
-				t.Fatalf("bob reads alice's task: %v", err)
-			}
-		})
-	}
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.RS256)
+		w := s.conformanceWorker(t, "fixtures", "--park-after", "500ms", "--max-waiting-input", "2")
+		alice, bob := s.client(t, "alice"), s.client(t, "bob")
+		for range 2 {
+			id := alice.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
+			awaitInput(t, alice, id)
+			harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, id, "parking") == 1, "not parked" })
+		}
+		third := alice.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
+		tk := alice.WaitStatus(t, third, 20*time.Second, "failed")
+		if tk.Error == nil || !strings.Contains(tk.Error.Message, "already has 2 tasks waiting for input") {
+			t.Fatalf("alice's third task: %+v (error %+v), want it failed naming the limit", tk, tk.Error)
+		}
+		other := bob.StartTask(t, "confirm_delete", map[string]any{"filename": "d.txt"})
+		awaitInput(t, bob, other)
+		harness.Eventually(t, 20*time.Second, func() (bool, string) { return count(w, other, "parking") == 1, "bob's task not parked" })
+		var rpc *harness.RPCError
+		if err := bob.Call(context.Background(), "tasks/get", map[string]any{"taskId": third}, nil); !errors.As(err, &rpc) {
+			t.Fatalf("bob reads alice's task: %v", err)
+		}
+	})
 }

@@ -27,7 +27,7 @@ type system struct {
 func newSystem(t *testing.T, broker string, apiArgs ...string) *system {
 	t.Helper()
 	b := harness.Build(t)
-	prefix := "it" + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name()))
+	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	mcpURL, api := harness.API(t, b, be, prefix, apiArgs...)
 	return &system{bins: b, be: be, prefix: prefix, mcpURL: mcpURL, api: api}
@@ -40,10 +40,15 @@ func onBrokers(t *testing.T, f func(t *testing.T, s *system)) {
 
 // onBrokersWith is onBrokers with extra api arguments.
 func onBrokersWith(t *testing.T, apiArgs []string, f func(t *testing.T, s *system)) {
+	eachBroker(t, func(t *testing.T, broker string) { f(t, newSystem(t, broker, apiArgs...)) })
+}
+
+// eachBroker runs f as a parallel subtest per broker.
+func eachBroker(t *testing.T, f func(t *testing.T, broker string)) {
 	for _, broker := range brokers {
 		t.Run(broker, func(t *testing.T) {
 			t.Parallel()
-			f(t, newSystem(t, broker, apiArgs...))
+			f(t, broker)
 		})
 	}
 }
@@ -126,14 +131,7 @@ func TestCancelRunningTask(t *testing.T) {
 		}
 		// The handler's ctx ended: it logged that it saw the cancellation.
 		w.WaitOutput(t, fmt.Sprintf(`"task":"%s"`, id), 5*time.Second)
-		harness.Eventually(t, 5*time.Second, func() (bool, string) {
-			for _, line := range strings.Split(w.Output(), "\n") {
-				if strings.Contains(line, id) && strings.Contains(line, "handler observed cancellation") {
-					return true, ""
-				}
-			}
-			return false, "handler never observed cancellation"
-		})
+		w.WaitLine(t, 5*time.Second, id, "handler observed cancellation")
 		t.Logf("cancel reached the handler within %s", time.Since(start))
 
 		// Cancel is idempotent on a terminal task: still an ack.

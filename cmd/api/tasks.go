@@ -101,42 +101,28 @@ func exitStatus(cmd string, err error, stderr io.Writer) int {
 var errReported = errors.New("reported")
 
 func (c *tasksCLI) run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(c.stderr, tasksUsage)
-		if len(args) == 0 {
-			return usageError("no command given")
+	cmd, fs, pos, err := c.parseCommand("api tasks", tasksUsage, args, func(cmd string, fs *flag.FlagSet) (string, error) {
+		switch cmd {
+		case "list":
+			c.filterFlags(fs)
+			fs.BoolVar(&c.active, "active", false, "only tasks not yet ended (working, input_required)")
+			fs.IntVar(&c.limit, "limit", 0, "show at most this many (the newest); 0: all")
+			fs.BoolVar(&c.asJSON, "json", false, "print each record as one line of JSON instead of a table")
+		case "purge":
+			c.filterFlags(fs)
+			fs.BoolVar(&c.all, "all", false, "purge every terminal record (required when no filter is given)")
+			fs.BoolVar(&c.dryRun, "dry-run", false, "count what would be purged, delete nothing")
+		case "get":
+			return " ID", nil
+		case "cancel":
+			return " ID...", nil
+		default:
+			return "", usageError(fmt.Sprintf("unknown command %q (list, get, cancel, purge)", cmd))
 		}
-		return flag.ErrHelp
-	}
-	cmd, args := args[0], args[1:]
-	fs := flag.NewFlagSet("api tasks "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported once, below; -h prints the flags
-	fs.Usage = func() {}
-	c.opts.Flags(fs)
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "how long to wait for the backend to answer the connection")
-	switch cmd {
-	case "list":
-		c.filterFlags(fs)
-		fs.BoolVar(&c.active, "active", false, "only tasks not yet ended (working, input_required)")
-		fs.IntVar(&c.limit, "limit", 0, "show at most this many (the newest); 0: all")
-		fs.BoolVar(&c.asJSON, "json", false, "print each record as one line of JSON instead of a table")
-	case "purge":
-		c.filterFlags(fs)
-		fs.BoolVar(&c.all, "all", false, "purge every terminal record (required when no filter is given)")
-		fs.BoolVar(&c.dryRun, "dry-run", false, "count what would be purged, delete nothing")
-	case "get", "cancel":
-	default:
-		return usageError(fmt.Sprintf("unknown command %q (list, get, cancel, purge)", cmd))
-	}
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(c.stderr, "usage: api tasks %s [flags]%s\n\nflags:\n", cmd, map[string]string{"get": " ID", "cancel": " ID..."}[cmd])
-		fs.SetOutput(c.stderr)
-		fs.PrintDefaults()
-		return err
-	}
+		return "", nil
+	})
 	if err != nil {
-		return usageError(err.Error())
+		return err
 	}
 	if err := c.check(cmd, pos); err != nil {
 		return err
@@ -156,6 +142,44 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 	default:
 		return c.purge(ctx, b)
 	}
+}
+
+// parseCommand reads the command line of an operator command prog (api
+// tasks, api tools): with no command or a help request it prints usage;
+// otherwise it gives cmd a flag set with the backend's flags, --timeout and
+// the ones commandFlags adds (which also names what cmd takes after its
+// flags, for its usage line, or refuses cmd), and parses the rest of args
+// into it, flags and positional arguments in any order. -h after cmd
+// prints cmd's flags.
+func (c *tasksCLI) parseCommand(prog, usage string, args []string, commandFlags func(cmd string, fs *flag.FlagSet) (operands string, err error)) (cmd string, fs *flag.FlagSet, pos []string, err error) {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(c.stderr, usage)
+		if len(args) == 0 {
+			return "", nil, nil, usageError("no command given")
+		}
+		return "", nil, nil, flag.ErrHelp
+	}
+	cmd, args = args[0], args[1:]
+	fs = flag.NewFlagSet(prog+" "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported once, by exitStatus; -h prints the flags
+	fs.Usage = func() {}
+	c.opts.Flags(fs)
+	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "how long to wait for the backend to answer the connection")
+	operands, err := commandFlags(cmd, fs)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	pos, err = parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(c.stderr, "usage: %s %s [flags]%s\n\nflags:\n", prog, cmd, operands)
+		fs.SetOutput(c.stderr)
+		fs.PrintDefaults()
+		return "", nil, nil, err
+	}
+	if err != nil {
+		return "", nil, nil, usageError(err.Error())
+	}
+	return cmd, fs, pos, nil
 }
 
 // connect connects the backend the parsed flags of fs name.

@@ -41,37 +41,21 @@ func toolsMain(args []string, stdout, stderr io.Writer) int {
 }
 
 func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(stderr, toolsUsage)
-		if len(args) == 0 {
-			return usageError("no command given")
-		}
-		return flag.ErrHelp
-	}
-	cmd, args := args[0], args[1:]
 	c := &tasksCLI{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("api tools "+cmd, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	c.opts.Flags(fs)
-	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "how long to wait for the backend to answer the connection")
-	switch cmd {
-	case "list":
-		fs.BoolVar(&c.asJSON, "json", false, "print each entry as one line of JSON instead of a table")
-	case "rm":
-	default:
-		return usageError(fmt.Sprintf("unknown command %q (list, rm)", cmd))
-	}
-	names, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(stderr, "usage: api tools %s [flags]%s\n\nflags:\n", cmd, map[string]string{"rm": " NAME..."}[cmd])
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		return err
-	}
+	cmd, fs, names, err := c.parseCommand("api tools", toolsUsage, args, func(cmd string, fs *flag.FlagSet) (string, error) {
+		switch cmd {
+		case "list":
+			fs.BoolVar(&c.asJSON, "json", false, "print each entry as one line of JSON instead of a table")
+			return "", nil
+		case "rm":
+			return " NAME...", nil
+		default:
+			return "", usageError(fmt.Sprintf("unknown command %q (list, rm)", cmd))
+		}
+	})
 	switch {
 	case err != nil:
-		return usageError(err.Error())
+		return err
 	case cmd == "rm" && len(names) == 0:
 		return usageError("rm needs the names of the entries to remove")
 	case cmd == "list" && len(names) > 0:

@@ -72,9 +72,7 @@ func ceiling(ctx context.Context, o backend.Options, name string, mode ceilingMo
 
 	var prods sync.WaitGroup
 	for range conc {
-		prods.Add(1)
-		go func() {
-			defer prods.Done()
+		prods.Go(func() {
 			for {
 				select {
 				case inflight <- struct{}{}:
@@ -99,15 +97,13 @@ func ceiling(ctx context.Context, o backend.Options, name string, mode ceilingMo
 				}
 				rec.createDone(time.Now(), time.Since(t0))
 			}
-		}()
+		})
 	}
 
 	now := time.Now
 	var slots sync.WaitGroup
 	for range conc {
-		slots.Add(1)
-		go func() {
-			defer slots.Done()
+		slots.Go(func() {
 			for {
 				d, err := cons.Next(consCtx)
 				if err != nil {
@@ -130,7 +126,7 @@ func ceiling(ctx context.Context, o backend.Options, name string, mode ceilingMo
 				default:
 				}
 			}
-		}()
+		})
 	}
 
 	prods.Wait()

@@ -2,7 +2,9 @@ package harness
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,16 +38,49 @@ func APILogged(t testing.TB, b *Bins, be Backend, prefix, name, logDir string, e
 		p = StartLogged(t, logDir, name, b.API, env, append(args, extra...)...)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	Eventually(t, 20*time.Second, func() (bool, string) {
-		if p.Exited() {
-			t.Fatalf("%s exited:\n%s", name, p.Output())
-		}
-		resp, err := http.Get(base + "/healthz")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	p.WaitHealthy(t, base+"/healthz", 20*time.Second)
 	return base + "/mcp", p
+}
+
+// AllInOne starts the api as `go run ./cmd/api` on a fresh checkout does
+// (no --nats: embedded NATS, the demo tools in-process, nothing taken from
+// the environment), and waits until it is healthy. natsURL is its embedded
+// NATS server; its prefix is the default, mcpq.
+func AllInOne(t testing.TB, b *Bins) (mcpURL, natsURL string, p *Proc) {
+	t.Helper()
+	port, natsPort := FreePort(t), FreePort(t)
+	p = Start(t, "api-all-in-one", b.API,
+		[]string{"NATS_URL=", "MCPQ_PREFIX="}, // nothing from the environment may turn off all-in-one
+		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
+		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--log-json")
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p.WaitHealthy(t, base+"/healthz", 30*time.Second)
+	return base + "/mcp", fmt.Sprintf("nats://127.0.0.1:%d", natsPort), p
+}
+
+// WaitHealthy waits until GET url answers 200, failing the test at once if
+// p exits first.
+func (p *Proc) WaitHealthy(t testing.TB, url string, within time.Duration) {
+	t.Helper()
+	Eventually(t, within, func() (bool, string) {
+		if p.Exited() {
+			t.Fatalf("%s exited:\n%s", p.Name, tail(p.Output(), 8000))
+		}
+		code, body := Get(url)
+		return code == http.StatusOK, fmt.Sprintf("%s: GET %s: %d %.300q", p.Name, url, code, body)
+	})
+}
+
+// Get GETs url and returns the status code and the body; with no answer, 0
+// and the error.
+func Get(url string) (code int, body string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -3,7 +3,6 @@ package harness
 import (
 	"cmp"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,18 +117,7 @@ func (n *NATSNode) Restart(t testing.TB) {
 // and in a cluster a meta leader is known and the node's streams are current.
 func (n *NATSNode) WaitHealthy(t testing.TB, within time.Duration) {
 	t.Helper()
-	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.MonitorPort)
-	Eventually(t, within, func() (bool, string) {
-		if n.Proc.Exited() {
-			t.Fatalf("%s exited:\n%s", n.Name, tail(n.Proc.Output(), 4000))
-		}
-		resp, err := http.Get(url)
-		if err != nil {
-			return false, n.Name + ": " + err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, n.Name + " /healthz: " + resp.Status
-	})
+	n.Proc.WaitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/healthz", n.MonitorPort), within)
 }
 
 func newNATSNode(t testing.TB, b *Bins, logDir, name string, clustered bool) *NATSNode {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -51,6 +52,12 @@ var (
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Prefix is tag and the test name (lower case, "/" and "-" as "_"): the
+// stream, bucket and key prefix of one test, so tests run side by side.
+func Prefix(tag, testName string) string {
+	return tag + strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(testName))
 }
 
 // Build compiles api, worker, the conformance worker and nats-server (from
@@ -219,6 +226,20 @@ func (p *Proc) WaitOutput(t testing.TB, s string, within time.Duration) {
 	t.Helper()
 	Eventually(t, within, func() (bool, string) {
 		return strings.Contains(p.Output(), s), fmt.Sprintf("%s output never contained %q", p.Name, s)
+	})
+}
+
+// WaitLine polls the output until one line contains every one of parts or
+// the deadline passes.
+func (p *Proc) WaitLine(t testing.TB, within time.Duration, parts ...string) {
+	t.Helper()
+	Eventually(t, within, func() (bool, string) {
+		for _, line := range strings.Split(p.Output(), "\n") {
+			if !slices.ContainsFunc(parts, func(s string) bool { return !strings.Contains(line, s) }) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%s output never had a line with all of %q", p.Name, parts)
 	})
 }
 

@@ -61,16 +61,26 @@ func ReadRecords(be Backend, prefix string) (map[string]*taskstate.Task, error) 
 	return redisRecords(ctx, rdb(), prefix+":task:")
 }
 
+// JetStream connects to url as a client named name; the caller closes nc.
+func JetStream(url, name string) (nc *nats.Conn, js jetstream.JetStream, err error) {
+	nc, err = nats.Connect(url, nats.Name(name))
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err = jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
 func natsRecords(ctx context.Context, url, bucket string) (map[string]*taskstate.Task, error) {
-	nc, err := nats.Connect(url, nats.Name("fault-suite-reader"))
+	nc, js, err := JetStream(url, "fault-suite-reader")
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)

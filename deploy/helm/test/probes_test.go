@@ -3,7 +3,6 @@ package helmtest
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +88,7 @@ func TestProbesServed(t *testing.T) {
 		poll(t, p.d.Name, p.admin+p.readiness, 40*time.Second)
 		poll(t, p.d.Name, p.admin+"/metrics", 5*time.Second)
 		if p.public != "" {
-			if code, _ := get(p.public + "/metrics"); code != http.StatusNotFound {
+			if code, _ := harness.Get(p.public + "/metrics"); code != http.StatusNotFound {
 				t.Errorf("%s: /metrics on the public port answers %d; with --admin it belongs to the admin port", p.d.Name, code)
 			}
 			poll(t, p.d.Name, p.public+"/readyz", 5*time.Second) // load balancers probe the public port
@@ -101,17 +100,7 @@ func TestProbesServed(t *testing.T) {
 func poll(t *testing.T, who, url string, within time.Duration) {
 	t.Helper()
 	harness.Eventually(t, within, func() (bool, string) {
-		code, body := get(url)
+		code, body := harness.Get(url)
 		return code == http.StatusOK, fmt.Sprintf("%s: GET %s: %d %q", who, url, code, body)
 	})
-}
-
-func get(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }

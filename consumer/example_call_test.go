@@ -1,0 +1,95 @@
+package consumer_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/consumer/consumertest"
+)
+
+type DeployArgs struct {
+	Service string `json:"service"`
+}
+
+// A handler asks the user to confirm before it acts. In a task the record
+// turns input_required until the client answers with tasks/update; here
+// consumertest scripts the answer.
+func ExampleCall_Elicit() {
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "deploy"},
+		func(ctx context.Context, c *consumer.Call[DeployArgs]) (*consumer.Result, error) {
+			r, err := c.Elicit(ctx, "confirm", "Deploy "+c.Args.Service+" to production?",
+				map[string]any{"type": "object", "properties": map[string]any{}})
+			if err != nil {
+				return nil, err
+			}
+			if r.Action != "accept" {
+				return consumer.TextResult("not deployed: " + r.Action), nil
+			}
+			return consumer.TextResult("deployed " + c.Args.Service), nil
+		})
+
+	ctx := context.Background()
+	h, err := consumertest.Start(ctx, mux, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+	for _, action := range []string{"accept", "decline"} {
+		out, err := h.Call(ctx, "deploy", DeployArgs{Service: "billing"},
+			consumertest.Answer("confirm", consumer.ElicitResult{Action: action}))
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(out.Text())
+	}
+	// Output:
+	// deployed billing
+	// not deployed: decline
+}
+
+// Ask sends several requests at once and returns the answers in order, as
+// raw JSON; each request's key is what the answers are matched by.
+func ExampleCall_Ask() {
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "window"},
+		func(ctx context.Context, c *consumer.Call[struct{}]) (*consumer.Result, error) {
+			schema := map[string]any{"type": "object", "properties": map[string]any{"at": map[string]any{"type": "string"}}}
+			answers, err := c.Ask(ctx,
+				consumer.Elicitation("start", "When may the maintenance start?", schema),
+				consumer.Elicitation("end", "When must it end?", schema))
+			if err != nil {
+				return nil, err
+			}
+			var start, end consumer.ElicitResult
+			if err := json.Unmarshal(answers[0], &start); err != nil {
+				return nil, err
+			}
+			if err := json.Unmarshal(answers[1], &end); err != nil {
+				return nil, err
+			}
+			return consumer.TextResult(fmt.Sprintf("%v to %v", start.Content["at"], end.Content["at"])), nil
+		})
+
+	ctx := context.Background()
+	h, err := consumertest.Start(ctx, mux, nil)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer h.Close()
+	out, err := h.Call(ctx, "window", struct{}{},
+		consumertest.Answer("start", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "02:00"}}),
+		consumertest.Answer("end", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "04:00"}}))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.Text())
+	// Output:
+	// 02:00 to 04:00
+}

@@ -64,9 +64,21 @@ func TestComposeUp(t *testing.T) {
 
 			lb := fmt.Sprintf("http://127.0.0.1:%d", ports["MCPQ_LB_PORT"])
 			c := harness.NewClient(lb+"/mcp", true)
+			// Up once the api answers and a worker has published its tools
+			// (on the NATS cluster the workers come up after the api).
 			harness.Eventually(t, 2*time.Minute, func() (bool, string) {
-				err := c.Call(context.Background(), "tools/list", nil, nil)
-				return err == nil, fmt.Sprintf("tools/list through the load balancer: %v", err)
+				var list struct {
+					Tools []struct {
+						Name string `json:"name"`
+					} `json:"tools"`
+				}
+				err := c.Call(context.Background(), "tools/list", nil, &list)
+				for _, tool := range list.Tools {
+					if tool.Name == "render_report" {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("tools/list through the load balancer: %d tools, no render_report (%v)", len(list.Tools), err)
 			})
 			id := c.StartTask(t, "render_report", map[string]any{"title": "compose " + profile, "pages": 2})
 			task := c.WaitStatus(t, id, time.Minute, "completed", "failed", "cancelled")

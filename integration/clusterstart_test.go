@@ -26,7 +26,8 @@ func TestConcurrentStartOnCluster(t *testing.T) {
 	common := append(append([]string{}, be.Args...), "--prefix", prefix, "--log-json")
 	port := harness.FreePort(t)
 	start := time.Now()
-	api := harness.StartLogged(t, logDir, "api", b.API, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port))...)
+	// --inline-wait -1s: the 10 ms task below gets a handle, not its result inline.
+	api := harness.StartLogged(t, logDir, "api", b.API, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--inline-wait", "-1s")...)
 	var workers []*harness.Proc
 	for _, name := range []string{"w1", "w2", "w3", "w4"} {
 		workers = append(workers, harness.StartLogged(t, logDir, name, b.Worker, env, common...))

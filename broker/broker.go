@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Job is one tool call to run. Its dedupe key (DedupeKey: Dedupe, or TaskID
@@ -215,11 +213,24 @@ type Bus interface {
 // Subscription ends with Close.
 type Subscription interface{ Close() error }
 
-// SafeName reports whether s is one plain name (vocab.PlainName: letters,
-// digits, "_" and "-"), so that it cannot widen a wildcard subscription or
-// reach another channel when a bus puts it into a subject or channel name.
-// Every task id taskstate.NewID makes is one.
-func SafeName(s string) bool { return vocab.PlainName(s) }
+// SafeName reports whether s is one plain name — not empty, and only ASCII
+// letters, digits, "_" and "-" — so that it cannot widen a wildcard
+// subscription or reach another channel when a bus puts it into a subject or
+// channel name, and is safe in an HTTP header or a store key. Every task id
+// taskstate.NewID makes is one; taskstate.ValidID applies the same rule (its
+// test holds the two together, since neither seam imports the other).
+func SafeName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ErrClosed is returned by Next once the consumer can deliver no more.
 var ErrClosed = errors.New("broker: closed")

@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Status is where a task is in its life.
@@ -248,11 +246,23 @@ func Decode(b []byte, rev uint64) (*Task, error) {
 // characters, ASCII and safe in an HTTP header or a NATS subject token.
 func NewID() string { return rand.Text() }
 
-// ValidID reports whether s looks like an id NewID could have made: a plain
-// name (vocab.PlainName, the rule broker.SafeName applies to bus keys) of 16
-// to 64 characters. Stores use it to refuse keys that could never exist
-// before touching the backend.
-func ValidID(s string) bool { return len(s) >= 16 && len(s) <= 64 && vocab.PlainName(s) }
+// ValidID reports whether s looks like an id NewID could have made: 16 to 64
+// ASCII letters, digits, "_" and "-" — the plain-name rule broker.SafeName
+// applies to bus keys (TestValidIDIsSafeName holds the two together, since
+// neither seam imports the other). Stores use it to refuse keys that could
+// never exist before touching the backend.
+func ValidID(s string) bool {
+	if len(s) < 16 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Errors every Store returns, checked with errors.Is.
 var (

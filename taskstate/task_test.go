@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -225,5 +226,21 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	if _, err := taskstate.Decode([]byte("{not json"), 1); err == nil {
 		t.Error("Decode of garbage succeeded")
+	}
+}
+
+// TestValidIDIsSafeName holds taskstate.ValidID to broker.SafeName's
+// character rule (neither seam imports the other, so each spells it out): for
+// every byte, an id made of it is valid exactly when the byte is a safe name
+// (TestValidID covers the lengths).
+func TestValidIDIsSafeName(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		c := string([]byte{byte(b)})
+		if got, want := taskstate.ValidID(strings.Repeat(c, 16)), broker.SafeName(c); got != want {
+			t.Errorf("byte %#x: ValidID = %v, SafeName = %v", b, got, want)
+		}
+	}
+	if id := taskstate.NewID(); !broker.SafeName(id) {
+		t.Errorf("NewID %q is not a safe name", id)
 	}
 }

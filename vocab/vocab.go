@@ -1,9 +1,10 @@
 // Package vocab is the words every part of mcpqueue shares, in one place so
 // that two binaries built from different modules cannot disagree on them:
 // the keys of a job's meta (what the front end fills in and a handler's call
-// reads), the JSON-RPC and MCP error codes, and the rule for a plain name
-// (task ids, bus keys). It imports only the standard library, so any package
-// may use it, the seams broker and taskstate included.
+// reads) and the JSON-RPC and MCP error codes. It imports only the standard
+// library. The seams broker and taskstate import nothing of this module, not
+// even this: the meta keys are plain strings on broker.Job.Meta to them, and
+// the plain-name rule is theirs (broker.SafeName, taskstate.ValidID).
 package vocab
 
 // Keys of a job's meta (broker.Job.Meta, taskstate.Task.Meta) the front end
@@ -49,20 +50,3 @@ const (
 	// CodeLimited: refused by a limit (rate, active tasks, open streams).
 	CodeLimited = -32029
 )
-
-// PlainName reports whether s is one plain name: not empty, and only ASCII
-// letters, digits, "_" and "-". Such a name cannot widen a wildcard
-// subscription or reach another channel when a bus puts it into a subject or
-// channel name, and is safe in an HTTP header or a store key.
-func PlainName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

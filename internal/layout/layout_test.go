@@ -1,6 +1,6 @@
 // Package layout_test enforces the package layout — which package may import
-// which: the seam packages broker and taskstate (which may import the leaf
-// vocab too), auth and vocab import only the standard library; an
+// which: the seam packages broker and taskstate, auth and vocab import only
+// the standard library; an
 // implementation imports only its seam (auth/jwtauth and auth/authtest from
 // this module only auth); telemetry takes plain
 // values and imports no package of this module; the layers point inward;
@@ -42,8 +42,8 @@ var implSuffixes = []string{
 	"taskstate/memstate",
 }
 
-// vocab is the words every package shares (job meta keys, error codes,
-// the plain-name rule): a leaf any package may import, the seams included.
+// vocab is the words the layers share (job meta keys, error codes): a leaf
+// any package above the seams may import.
 const vocab = "vocab"
 
 // mayNameImpls are the only places whose non-test code may import an
@@ -150,19 +150,12 @@ func check(g graph) []string {
 
 	for _, p := range pkgs {
 		switch {
-		// auth (who a request acts for, which the front end imports) and the
-		// shared vocabulary are leaves: standard library only.
-		case p == "auth" || p == vocab:
+		// The seam packages, auth (who a request acts for, which the front
+		// end imports) and the shared vocabulary are leaves: standard library
+		// only — the seams not even the vocabulary.
+		case p == "broker" || p == "taskstate" || p == "auth" || p == vocab:
 			for _, imp := range g[p] {
 				if !isStd(imp) {
-					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
-				}
-			}
-		// The seam packages are leaves too: standard library only (and the
-		// vocabulary, itself a leaf).
-		case p == "broker" || p == "taskstate":
-			for _, imp := range g[p] {
-				if !isStd(imp) && imp != module+"/"+vocab {
 					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
 				}
 			}
@@ -406,8 +399,8 @@ func TestRulesCatchViolations(t *testing.T) {
 	t.Parallel()
 	m := func(p string) string { return module + "/" + p }
 	g := graph{
-		"broker":               {"context", "github.com/nats-io/nats.go"},
-		"taskstate":            {"time", m("broker"), m("vocab")},
+		"broker":               {"context", "github.com/nats-io/nats.go", m("vocab")},
+		"taskstate":            {"time", m("broker")},
 		"vocab":                {"strings", m("broker")},
 		"broker/natsbroker":    {m("broker"), m("taskstate/natskv")},
 		"broker/asynqbroker":   {m("broker")},
@@ -434,6 +427,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"broker must import only the standard library, but imports github.com/nats-io/nats.go",
 		"taskstate must import only the standard library, but imports " + m("broker"),
 		"vocab must import only the standard library, but imports " + m("broker"),
+		"broker must import only the standard library, but imports " + m("vocab"),
 		"broker/natsbroker may import from this module only " + m("broker") + " and internal helpers, but imports " + m("taskstate/natskv"),
 		"broker/natsbroker must not reach taskstate/natskv: broker/natsbroker → taskstate/natskv",
 		"taskstate/redisstate must not reach broker: taskstate/redisstate → ",
@@ -455,7 +449,7 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"imports " + m("vocab"), "cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "prometheus"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "prometheus"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}

@@ -9,51 +9,10 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer/consumertest"
 )
 
-type DeployArgs struct {
-	Service string `json:"service"`
-}
-
-// A handler asks the user to confirm before it acts. In a task the record
-// turns input_required until the client answers with tasks/update; here
-// consumertest scripts the answer.
-func ExampleCall_Elicit() {
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "deploy"},
-		func(ctx context.Context, c *consumer.Call[DeployArgs]) (*consumer.Result, error) {
-			r, err := c.Elicit(ctx, "confirm", "Deploy "+c.Args.Service+" to production?",
-				map[string]any{"type": "object", "properties": map[string]any{}})
-			if err != nil {
-				return nil, err
-			}
-			if r.Action != "accept" {
-				return consumer.TextResult("not deployed: " + r.Action), nil
-			}
-			return consumer.TextResult("deployed " + c.Args.Service), nil
-		})
-
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-	for _, action := range []string{"accept", "decline"} {
-		out, err := h.Call(ctx, "deploy", DeployArgs{Service: "billing"},
-			consumertest.Answer("confirm", consumer.ElicitResult{Action: action}))
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		fmt.Println(out.Text())
-	}
-	// Output:
-	// deployed billing
-	// not deployed: decline
-}
-
 // Ask sends several requests at once and returns the answers in order, as
-// raw JSON; each request's key is what the answers are matched by.
+// raw JSON; each request's key is what the answers are matched by. Elicit is
+// the one-request form that decodes the answer (consumertest's ExampleAnswer
+// shows it, and a call left waiting for its answer).
 func ExampleCall_Ask() {
 	mux := consumer.NewMux()
 	consumer.Handle(mux, consumer.Tool{Name: "window"},

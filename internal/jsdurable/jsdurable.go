@@ -77,20 +77,45 @@ func ExplainReplicas(err error, replicas int) error {
 // attemptTimeout bounds one try of a stream or bucket creation (see Retry).
 const attemptTimeout = 4 * time.Second
 
-// Retry runs f until it succeeds, fails for another reason than its own
-// attempt's deadline, or ctx ends; each attempt gets attemptTimeout. Clients
-// that create the same clustered stream at the same moment (every process
-// of a deployment starting together) do not all get an answer from the
-// JetStream meta leader: some requests are never answered (seen with
-// nats-server 2.15 and three replicas) and would wait out the caller's whole
-// deadline. By the next attempt the stream exists and f finds it.
+// settlePause is the wait before another attempt after a stream was not
+// found where a concurrent creation had just put it (see Retry).
+const settlePause = 100 * time.Millisecond
+
+// Retry runs f until it succeeds, fails for another reason than a transient
+// one, or ctx ends; each attempt gets attemptTimeout. Clients that create the
+// same clustered stream at the same moment (every process of a deployment
+// starting together) do not all get an answer from the JetStream meta
+// leader: some requests are never answered (seen with nats-server 2.15 and
+// three replicas) and would wait out the caller's whole deadline; and a
+// process whose create lost to another's may be told the stream is not found
+// while the winner's stream is still being placed (API error 10059 right
+// after "already in use"). By the next attempt the stream exists and f finds
+// it. f must therefore create what it does not find, as every caller does.
 func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 	for {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		err := f(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+		case errors.Is(err, jetstream.ErrStreamNotFound) || isAPIError(err, jetstream.JSErrCodeStreamNotFound):
+			t := time.NewTimer(settlePause)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			}
+		default:
 			return err
 		}
 	}
+}
+
+func isAPIError(err error, code jetstream.ErrorCode) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }

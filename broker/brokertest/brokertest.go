@@ -8,7 +8,6 @@ package brokertest
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -87,23 +86,36 @@ func RunQueue(t *testing.T, f Features, newQueue func(t *testing.T) broker.Queue
 	if f.Depth {
 		tests = append(tests, queueTest{"Depth", s.depth})
 	}
+	runSubtests(t, tests, "newQueue", newQueue, 4*o.Wait+4*o.Quiet, func(ctx context.Context, q broker.Queue) *queueEnv {
+		return &queueEnv{ctx: ctx, q: q}
+	})
+}
+
+type queueTest = subtest[*queueEnv]
+
+// subtest is one test of a suite, run on env, the fresh implementation under
+// test and the subtest's context.
+type subtest[E any] struct {
+	name string
+	fn   func(*testing.T, E)
+}
+
+// runSubtests runs each of tests as a parallel subtest of t, on an
+// implementation newImpl returns for it (what names newImpl in a failure) and
+// a context bounded by timeout.
+func runSubtests[I, E any](t *testing.T, tests []subtest[E], what string, newImpl func(*testing.T) I, timeout time.Duration, env func(context.Context, I) E) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			q := newQueue(t)
-			if q == nil {
-				t.Fatal("newQueue returned nil")
+			impl := newImpl(t)
+			if any(impl) == nil {
+				t.Fatalf("%s returned nil", what)
 			}
-			ctx, cancel := context.WithTimeout(t.Context(), 4*o.Wait+4*o.Quiet)
+			ctx, cancel := context.WithTimeout(t.Context(), timeout)
 			defer cancel()
-			tc.fn(t, &queueEnv{ctx: ctx, q: q})
+			tc.fn(t, env(ctx, impl))
 		})
 	}
-}
-
-type queueTest struct {
-	name string
-	fn   func(*testing.T, *queueEnv)
 }
 
 type queueSuite struct {
@@ -121,7 +133,7 @@ type queueEnv struct {
 func (e *queueEnv) job() *broker.Job {
 	e.n++
 	return &broker.Job{
-		TaskID:    rand.Text(), // like taskstate.NewID
+		TaskID:    taskID(),
 		Tool:      "echo",
 		Arguments: json.RawMessage(`{"n":` + fmt.Sprint(e.n) + `}`),
 	}
@@ -203,6 +215,35 @@ func sameJob(t *testing.T, what string, got, want *broker.Job) {
 	}
 }
 
+// handOut enqueues a fresh job and hands it out to a new consumer with
+// lease: the job, the consumer and its delivery.
+func (s *queueSuite) handOut(t *testing.T, e *queueEnv, lease time.Duration) (*broker.Job, broker.Consumer, broker.Delivery) {
+	t.Helper()
+	j := e.job()
+	e.enqueue(t, j)
+	c := e.consumer(t, broker.ConsumerOptions{Lease: lease})
+	return j, c, e.next(t, c, s.opts.Wait)
+}
+
+// deliverOnce enqueues j, fails unless c is handed it next and acks it.
+func (s *queueSuite) deliverOnce(t *testing.T, e *queueEnv, c broker.Consumer, j *broker.Job, what string) {
+	t.Helper()
+	e.enqueue(t, j)
+	d := e.next(t, c, s.opts.Wait)
+	sameJob(t, what, d.Job(), j)
+	ack(t, e.ctx, d)
+}
+
+// redelivered fails unless d is j's second delivery, and acks it.
+func redelivered(t *testing.T, e *queueEnv, what string, d broker.Delivery, j *broker.Job) {
+	t.Helper()
+	sameJob(t, what, d.Job(), j)
+	if d.Delivered() != 2 {
+		t.Fatalf("%s: Delivered() = %d, want 2", what, d.Delivered())
+	}
+	ack(t, e.ctx, d)
+}
+
 func (s *queueSuite) roundTrip(t *testing.T, e *queueEnv) {
 	want := &broker.Job{
 		TaskID:    "ROUNDTRIP0123456789ABCDEFG",
@@ -225,11 +266,7 @@ func (s *queueSuite) roundTrip(t *testing.T, e *queueEnv) {
 	e.quiet(t, c, s.opts.Quiet, "after Ack")
 
 	// A job without optional fields comes out without them.
-	bare := &broker.Job{TaskID: "BARE0123456789ABCDEFGHIJKL", Tool: "t"}
-	e.enqueue(t, bare)
-	d = e.next(t, c, s.opts.Wait)
-	sameJob(t, "bare job", d.Job(), bare)
-	ack(t, e.ctx, d)
+	s.deliverOnce(t, e, c, &broker.Job{TaskID: "BARE0123456789ABCDEFGHIJKL", Tool: "t"}, "bare job")
 }
 
 func (s *queueSuite) enqueueInvalid(t *testing.T, e *queueEnv) {
@@ -263,37 +300,22 @@ func (s *queueSuite) dedupe(t *testing.T, e *queueEnv) {
 	e.quiet(t, c, s.opts.Quiet, "after a deduplicated job was acked")
 
 	// Dedupe is by task id only: a different id is a different job.
-	other := e.job()
-	e.enqueue(t, other)
-	d = e.next(t, c, s.opts.Wait)
-	sameJob(t, "job with another id", d.Job(), other)
-	ack(t, e.ctx, d)
+	s.deliverOnce(t, e, c, e.job(), "job with another id")
 }
 
 func (s *queueSuite) retryNow(t *testing.T, e *queueEnv) {
-	j := e.job()
-	e.enqueue(t, j)
 	// A long lease: only Retry can bring the job back within the wait.
-	c := e.consumer(t, broker.ConsumerOptions{Lease: longLease})
-	d := e.next(t, c, s.opts.Wait)
+	j, c, d := s.handOut(t, e, longLease)
 	if err := d.Retry(e.ctx, 0); err != nil {
 		t.Fatalf("Retry(0): %v", err)
 	}
-	d2 := e.next(t, c, s.opts.Wait)
-	sameJob(t, "retried job", d2.Job(), j)
-	if d2.Delivered() != 2 {
-		t.Fatalf("redelivery after Retry: Delivered() = %d, want 2", d2.Delivered())
-	}
-	ack(t, e.ctx, d2)
+	redelivered(t, e, "redelivery after Retry", e.next(t, c, s.opts.Wait), j)
 	e.quiet(t, c, s.opts.Quiet, "after acking the retried job")
 }
 
 func (s *queueSuite) retryDelay(t *testing.T, e *queueEnv) {
 	const delay = 800 * time.Millisecond
-	j := e.job()
-	e.enqueue(t, j)
-	c := e.consumer(t, broker.ConsumerOptions{Lease: longLease})
-	d := e.next(t, c, s.opts.Wait)
+	j, c, d := s.handOut(t, e, longLease)
 	retried := time.Now()
 	if err := d.Retry(e.ctx, delay); err != nil {
 		t.Fatalf("Retry(%s): %v", delay, err)
@@ -302,37 +324,23 @@ func (s *queueSuite) retryDelay(t *testing.T, e *queueEnv) {
 	if waited := time.Since(retried); waited < delay/2 {
 		t.Fatalf("Retry(%s) redelivered after only %s", delay, waited)
 	}
-	sameJob(t, "retried job", d2.Job(), j)
-	if d2.Delivered() != 2 {
-		t.Fatalf("redelivery after Retry: Delivered() = %d, want 2", d2.Delivered())
-	}
-	ack(t, e.ctx, d2)
+	redelivered(t, e, "redelivery after Retry", d2, j)
 }
 
 func (s *queueSuite) term(t *testing.T, e *queueEnv) {
-	j := e.job()
-	e.enqueue(t, j)
-	c := e.consumer(t, broker.ConsumerOptions{Lease: s.opts.Lease})
-	d := e.next(t, c, s.opts.Wait)
+	_, c, d := s.handOut(t, e, s.opts.Lease)
 	if err := d.Term(e.ctx, "task already cancelled"); err != nil {
 		t.Fatalf("Term: %v", err)
 	}
 	e.quiet(t, c, s.opts.Quiet, "after Term")
 
 	// The queue still works for other jobs.
-	other := e.job()
-	e.enqueue(t, other)
-	d = e.next(t, c, s.opts.Wait)
-	sameJob(t, "job after a terminated one", d.Job(), other)
-	ack(t, e.ctx, d)
+	s.deliverOnce(t, e, c, e.job(), "job after a terminated one")
 }
 
 func (s *queueSuite) leaseExpiry(t *testing.T, e *queueEnv) {
 	lease := s.opts.Lease
-	j := e.job()
-	e.enqueue(t, j)
-	c := e.consumer(t, broker.ConsumerOptions{Lease: lease})
-	d := e.next(t, c, s.opts.Wait)
+	j, c, d := s.handOut(t, e, lease)
 	taken := time.Now()
 	_ = d // a crashed worker: never acked
 
@@ -340,20 +348,13 @@ func (s *queueSuite) leaseExpiry(t *testing.T, e *queueEnv) {
 	if held := time.Since(taken); held < lease/2 {
 		t.Fatalf("job redelivered after %s, before its %s lease ran out", held, lease)
 	}
-	sameJob(t, "redelivered job", d2.Job(), j)
-	if d2.Delivered() != 2 {
-		t.Fatalf("redelivery after lease expiry: Delivered() = %d, want 2", d2.Delivered())
-	}
-	ack(t, e.ctx, d2)
+	redelivered(t, e, "redelivery after lease expiry", d2, j)
 	e.quiet(t, c, s.opts.Quiet, "after acking the redelivered job")
 }
 
 func (s *queueSuite) extend(t *testing.T, e *queueEnv) {
 	lease := s.opts.Lease
-	j := e.job()
-	e.enqueue(t, j)
-	c := e.consumer(t, broker.ConsumerOptions{Lease: lease})
-	d := e.next(t, c, s.opts.Wait)
+	j, c, d := s.handOut(t, e, lease)
 
 	// Keep extending well within the lease while another worker asks for
 	// work for several leases.
@@ -383,12 +384,7 @@ func (s *queueSuite) extend(t *testing.T, e *queueEnv) {
 
 	// Without extension the lease runs out and the job comes back, so it
 	// was Extend that held it.
-	d2 := e.next(t, c, lease+s.opts.Wait)
-	sameJob(t, "redelivered job", d2.Job(), j)
-	if d2.Delivered() != 2 {
-		t.Fatalf("redelivery after extension stopped: Delivered() = %d, want 2", d2.Delivered())
-	}
-	ack(t, e.ctx, d2)
+	redelivered(t, e, "redelivery after extension stopped", e.next(t, c, lease+s.opts.Wait), j)
 }
 
 func (s *queueSuite) maxDeliveries(t *testing.T, e *queueEnv) {
@@ -412,11 +408,7 @@ func (s *queueSuite) maxDeliveries(t *testing.T, e *queueEnv) {
 	e.quiet(t, c, s.opts.Quiet, fmt.Sprintf("after %d deliveries with MaxDeliveries %d", max, max))
 
 	// Other jobs are not held up by the exhausted one.
-	other := e.job()
-	e.enqueue(t, other)
-	d := e.next(t, c, s.opts.Wait)
-	sameJob(t, "job after an exhausted one", d.Job(), other)
-	ack(t, e.ctx, d)
+	s.deliverOnce(t, e, c, e.job(), "job after an exhausted one")
 }
 
 func (s *queueSuite) nextContext(t *testing.T, e *queueEnv) {

@@ -30,10 +30,7 @@ const (
 // tested for real, the bus newBus returns should publish over a different
 // connection than it subscribes on.
 func RunBus(t *testing.T, newBus func(t *testing.T) broker.Bus) {
-	tests := []struct {
-		name string
-		fn   func(*testing.T, *busEnv)
-	}{
+	tests := []subtest[*busEnv]{
 		{"PerTask", busPerTask},
 		{"TopicsSeparate", busTopicsSeparate},
 		{"Wildcard", busWildcard},
@@ -41,18 +38,9 @@ func RunBus(t *testing.T, newBus func(t *testing.T) broker.Bus) {
 		{"SubscribeThenPublish", busSubscribeThenPublish},
 		{"PublishEmptyTaskID", busPublishEmptyTaskID},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			b := newBus(t)
-			if b == nil {
-				t.Fatal("newBus returned nil")
-			}
-			ctx, cancel := context.WithTimeout(t.Context(), 6*busWait)
-			defer cancel()
-			tc.fn(t, &busEnv{ctx: ctx, bus: b})
-		})
-	}
+	runSubtests(t, tests, "newBus", newBus, 6*busWait, func(ctx context.Context, b broker.Bus) *busEnv {
+		return &busEnv{ctx: ctx, bus: b}
+	})
 }
 
 type busEnv struct {
@@ -114,6 +102,7 @@ func (e *busEnv) publish(t *testing.T, topic broker.Topic, taskID string, data [
 	}
 }
 
+// taskID returns a fresh task id, like taskstate.NewID.
 func taskID() string { return rand.Text() }
 
 func busPerTask(t *testing.T, e *busEnv) {

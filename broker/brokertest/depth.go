@@ -1,7 +1,6 @@
 package brokertest
 
 import (
-	"crypto/rand"
 	"testing"
 	"time"
 
@@ -39,7 +38,7 @@ func (s *queueSuite) depth(t *testing.T, e *queueEnv) {
 	}
 	want(map[string]broker.ToolDepth{}, "no jobs")
 	for i := range 5 {
-		if err := q.Enqueue(ctx, &broker.Job{TaskID: rand.Text(), Tool: tools[i%2]}); err != nil {
+		if err := q.Enqueue(ctx, &broker.Job{TaskID: taskID(), Tool: tools[i%2]}); err != nil {
 			t.Fatal(err)
 		}
 	}

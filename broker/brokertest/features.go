@@ -47,9 +47,7 @@ func (s *queueSuite) declaredFeatures(t *testing.T, e *queueEnv) {
 	_, depth := e.q.(broker.Depth)
 	declared(t, "broker.Depth", f.Depth, depth, e.q)
 
-	e.enqueue(t, e.job())
-	c := e.consumer(t, broker.ConsumerOptions{Lease: longLease})
-	d := e.next(t, c, s.opts.Wait)
+	_, _, d := s.handOut(t, e, longLease)
 	_, deferrer := d.(broker.Deferrer)
 	declared(t, "broker.Deferrer", f.Defer, deferrer, d)
 	_, redeliverer := d.(broker.Redeliverer)

@@ -62,6 +62,24 @@ func newStore(t *testing.T) *natskv.Store {
 	return testenv.StartNATS(t).Connect(t).Store
 }
 
+// newProducer returns a producer with cfg over a fresh store and a recorder.
+func newProducer(t *testing.T, cfg *producer.Config) (*natskv.Store, *recorder, *producer.Producer) {
+	t.Helper()
+	st := newStore(t)
+	ex := &recorder{}
+	return st, ex, producer.New(st, ex, cfg)
+}
+
+// create makes p create a task of tool, failing the test if it cannot.
+func create(t *testing.T, p *producer.Producer, tool string) *taskstate.Task {
+	t.Helper()
+	tk, err := p.Create(t.Context(), &producer.Request{Tool: tool})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	return tk
+}
+
 var clock = time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)
 
 func fixedNow() time.Time { return clock }
@@ -77,9 +95,7 @@ func get(t *testing.T, st taskstate.Store, id string) *taskstate.Task {
 
 func TestCreateWritesWorkingRecordAndStartsOneJob(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
-	p := producer.New(st, ex, &producer.Config{TTL: 2 * time.Minute, PollInterval: 250 * time.Millisecond, Now: fixedNow})
+	st, ex, p := newProducer(t, &producer.Config{TTL: 2 * time.Minute, PollInterval: 250 * time.Millisecond, Now: fixedNow})
 
 	args := json.RawMessage(`{"title":"Q3"}`)
 	meta := map[string]json.RawMessage{"progressToken": json.RawMessage(`"tok-1"`)}
@@ -123,13 +139,8 @@ func TestCreateWritesWorkingRecordAndStartsOneJob(t *testing.T) {
 
 func TestCreateDefaults(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	p := producer.New(st, &recorder{}, nil) // a nil Config is valid
-	tk, err := p.Create(t.Context(), &producer.Request{Tool: "x"})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
-	rec := get(t, st, tk.ID)
+	st, _, p := newProducer(t, nil) // a nil Config is valid
+	rec := get(t, st, create(t, p, "x").ID)
 	if rec.TTLMs != time.Hour.Milliseconds() || rec.PollIntervalMs != 500 {
 		t.Errorf("defaults: ttlMs=%d pollIntervalMs=%d, want 3600000 and 500", rec.TTLMs, rec.PollIntervalMs)
 	}
@@ -184,10 +195,7 @@ func TestCreateRetriesFailedStart(t *testing.T) {
 		return nil
 	}}
 	p := producer.New(st, ex, &producer.Config{StartRetry: time.Minute})
-	tk, err := p.Create(t.Context(), &producer.Request{Tool: "render"})
-	if err != nil {
-		t.Fatalf("Create: %v", err)
-	}
+	tk := create(t, p, "render")
 	jobs := ex.jobs()
 	if len(jobs) != 3 || jobs[0].DedupeKey() != tk.ID || jobs[2].DedupeKey() != tk.ID {
 		t.Fatalf("start attempts %d, want 3 under the task id", len(jobs))
@@ -264,10 +272,8 @@ func TestCreateStartFailureRecordedWhenCallerContextEnds(t *testing.T) {
 
 func TestCreateWithSameIDIsIdempotent(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
 	now := clock
-	p := producer.New(st, ex, &producer.Config{Now: func() time.Time { return now }})
+	st, ex, p := newProducer(t, &producer.Config{Now: func() time.Time { return now }})
 	id := taskstate.NewID()
 
 	first, err := p.Create(t.Context(), &producer.Request{ID: id, Tool: "render", Arguments: json.RawMessage(`{"a":1}`)})
@@ -292,9 +298,7 @@ func TestCreateWithSameIDIsIdempotent(t *testing.T) {
 
 func TestConcurrentCreatesWithSameIDStartOneJob(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
-	p := producer.New(st, ex, nil)
+	_, ex, p := newProducer(t, nil)
 	id := taskstate.NewID()
 	const n = 8
 	var wg sync.WaitGroup
@@ -322,13 +326,8 @@ func TestConcurrentCreatesWithSameIDStartOneJob(t *testing.T) {
 
 func TestCancelWorkingTask(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
-	p := producer.New(st, ex, nil)
-	tk, err := p.Create(t.Context(), &producer.Request{Tool: "render"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ex, p := newProducer(t, nil)
+	tk := create(t, p, "render")
 	got, err := p.Cancel(t.Context(), tk.ID, "user asked")
 	if err != nil {
 		t.Fatalf("Cancel: %v", err)
@@ -347,14 +346,9 @@ func TestCancelWorkingTask(t *testing.T) {
 
 func TestCancelInputRequiredTaskClearsRequests(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
-	p := producer.New(st, ex, nil)
-	tk, err := p.Create(t.Context(), &producer.Request{Tool: "ask"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = taskstate.Mutate(t.Context(), st, tk.ID, time.Now, func(t *taskstate.Task) error {
+	st, ex, p := newProducer(t, nil)
+	tk := create(t, p, "ask")
+	_, err := taskstate.Mutate(t.Context(), st, tk.ID, time.Now, func(t *taskstate.Task) error {
 		t.Status = taskstate.InputRequired
 		t.InputRequests = map[string]json.RawMessage{"k-1": json.RawMessage(`{"method":"elicitation/create","params":{}}`)}
 		t.Lease = &taskstate.Lease{Worker: "w1", Expires: time.Now().Add(time.Minute)}
@@ -380,13 +374,8 @@ func TestCancelTerminalTaskIsErrTerminalAndChangesNothing(t *testing.T) {
 	for _, end := range []taskstate.Status{taskstate.Completed, taskstate.Failed, taskstate.Cancelled} {
 		t.Run(string(end), func(t *testing.T) {
 			t.Parallel()
-			st := newStore(t)
-			ex := &recorder{}
-			p := producer.New(st, ex, nil)
-			tk, err := p.Create(t.Context(), &producer.Request{Tool: "render"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, ex, p := newProducer(t, nil)
+			tk := create(t, p, "render")
 			done, err := taskstate.Mutate(t.Context(), st, tk.ID, time.Now, func(t *taskstate.Task) error {
 				t.Status = end
 				t.StatusMessage = "ended"
@@ -412,9 +401,7 @@ func TestCancelTerminalTaskIsErrTerminalAndChangesNothing(t *testing.T) {
 
 func TestCancelUnknownTask(t *testing.T) {
 	t.Parallel()
-	st := newStore(t)
-	ex := &recorder{}
-	p := producer.New(st, ex, nil)
+	_, ex, p := newProducer(t, nil)
 	for _, id := range []string{taskstate.NewID(), "not a valid id"} {
 		if _, err := p.Cancel(t.Context(), id, "x"); !errors.Is(err, taskstate.ErrNotFound) {
 			t.Errorf("Cancel(%q): %v, want taskstate.ErrNotFound", id, err)

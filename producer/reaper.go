@@ -167,7 +167,7 @@ const (
 func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskstate.Task) (reapAction, error) {
 	lost := *seen.Lease
 	failed := false
-	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+	t, err := p.reapMutate(ctx, seen.ID, func(t *taskstate.Task) error {
 		// Act only on the state this pass judged: the same run's lease,
 		// still lapsed. A renewal or a new take in between wins.
 		if t.Status.Terminal() || t.Attempt != seen.Attempt || t.Lease == nil || !t.Lease.Expires.Equal(lost.Expires) {
@@ -178,20 +178,14 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 			failed = true
 			msg := fmt.Sprintf("gave up after %d attempts: worker %s stopped renewing its lease (expired %s)",
 				t.Attempt, lost.Worker, lost.Expires.UTC().Format(time.RFC3339))
-			t.Status = taskstate.Failed
-			t.StatusMessage = msg
-			t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
-			t.InputRequests = nil
+			fail(t, msg)
 			return nil
 		}
 		failed = false
 		t.Requeues++
 		return nil
 	})
-	if movedOn(err) {
-		return reapNothing, nil
-	}
-	if err != nil {
+	if t == nil || err != nil {
 		return reapNothing, err
 	}
 	if c.LeaseExpired != nil {
@@ -199,13 +193,36 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 	}
 	log := p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("worker", lost.Worker).Int("attempt", t.Attempt)
 	if failed {
-		p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
-		DropArgs(ctx, p.store, t, p.cfg.Logger)
+		p.finishFailed(ctx, t)
 		log.Msg("worker lost on the last attempt; task failed")
 		return reapFailed, nil
 	}
 	log.Int("requeues", t.Requeues).Msg("worker lost; job requeued")
 	return reapRequeued, p.exec.Start(ctx, JobFor(t))
+}
+
+// reapMutate changes the task's record as Mutate does: nil and no error if
+// the task moved on meanwhile (see movedOn), so there is nothing to do.
+func (p *Producer) reapMutate(ctx context.Context, id string, change func(*taskstate.Task) error) (*taskstate.Task, error) {
+	t, err := taskstate.Mutate(ctx, p.store, id, p.cfg.Now, change)
+	if movedOn(err) {
+		return nil, nil
+	}
+	return t, err
+}
+
+// fail ends t as failed with msg, dropping its open input requests.
+func fail(t *taskstate.Task, msg string) {
+	t.Status = taskstate.Failed
+	t.StatusMessage = msg
+	t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
+	t.InputRequests = nil
+}
+
+// finishFailed counts t, which the reaper failed, and drops its arguments.
+func (p *Producer) finishFailed(ctx context.Context, t *taskstate.Task) {
+	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
+	DropArgs(ctx, p.store, t, p.cfg.Logger)
 }
 
 // movedOn: the task changed under the reaper (or ended, or went), so there
@@ -228,17 +245,14 @@ func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (boo
 	if err != nil || held {
 		return false, err
 	}
-	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+	t, err := p.reapMutate(ctx, seen.ID, func(t *taskstate.Task) error {
 		if t.Lease != nil || t.Revision != seen.Revision {
 			return errNothingToDo // a worker took it, or another reaper acted
 		}
 		t.Requeues++
 		return nil
 	})
-	if movedOn(err) {
-		return false, nil
-	}
-	if err != nil {
+	if t == nil || err != nil {
 		return false, err
 	}
 	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Int("requeues", t.Requeues).
@@ -248,28 +262,21 @@ func (p *Producer) republishLost(ctx context.Context, seen *taskstate.Task) (boo
 
 // failParked fails a parked task whose input deadline passed.
 func (p *Producer) failParked(ctx context.Context, seen *taskstate.Task) (bool, error) {
-	t, err := taskstate.Mutate(ctx, p.store, seen.ID, p.cfg.Now, func(t *taskstate.Task) error {
+	t, err := p.reapMutate(ctx, seen.ID, func(t *taskstate.Task) error {
 		if t.Parked == nil || !p.cfg.Now().After(t.Parked.Until) {
 			return errNothingToDo // answered meanwhile
 		}
 		waited := t.Parked.Until.Sub(t.Parked.Since).Round(time.Second)
 		msg := fmt.Sprintf("timed out waiting for client input: no answer to its input requests by %s (the input timeout, --input-timeout); it waited %s parked",
 			t.Parked.Until.UTC().Format(time.RFC3339), waited)
-		t.Status = taskstate.Failed
-		t.StatusMessage = msg
-		t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
-		t.InputRequests = nil
+		fail(t, msg)
 		t.Parked = nil
 		return nil
 	})
-	if movedOn(err) {
-		return false, nil
-	}
-	if err != nil {
+	if t == nil || err != nil {
 		return false, err
 	}
-	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
-	DropArgs(ctx, p.store, t, p.cfg.Logger)
+	p.finishFailed(ctx, t)
 	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Msg("parked task timed out waiting for client input; failed")
 	return true, nil
 }

@@ -27,15 +27,24 @@ type delivery struct {
 func (d *delivery) Job() *broker.Job { return &d.job }
 func (d *delivery) Delivered() int   { return d.attempt }
 
-// settle hands the handler its return value, once.
-func (d *delivery) settle(err error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
+// openLocked is nil while the delivery is the worker's to settle or extend,
+// else why not.
+func (d *delivery) openLocked() error {
 	switch {
 	case d.lost != nil:
 		return d.lost
 	case d.settled:
 		return errSettled
+	}
+	return nil
+}
+
+// settle hands the handler its return value, once.
+func (d *delivery) settle(err error) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.openLocked(); err != nil {
+		return err
 	}
 	d.settled = true
 	d.outcome <- err
@@ -82,11 +91,8 @@ func (d *delivery) Term(_ context.Context, reason string) error {
 func (d *delivery) Extend(context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	switch {
-	case d.lost != nil:
-		return d.lost
-	case d.settled:
-		return errSettled
+	if err := d.openLocked(); err != nil {
+		return err
 	}
 	select {
 	case d.extend <- struct{}{}:

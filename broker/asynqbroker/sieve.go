@@ -68,19 +68,20 @@ func queueKey(queue, part string) string { return "asynq:{" + queue + "}:" + par
 
 // EvalSha and Eval are how redis.Script.Run reaches Redis.
 func (s *sieve) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if cmd := s.answer(ctx, keys); cmd != nil {
-		return cmd
-	}
-	cmd := s.UniversalClient.EvalSha(ctx, sha, keys, args...)
-	s.ran(keys, cmd)
-	return cmd
+	return s.script(ctx, keys, func() *redis.Cmd { return s.UniversalClient.EvalSha(ctx, sha, keys, args...) })
 }
 
 func (s *sieve) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return s.script(ctx, keys, func() *redis.Cmd { return s.UniversalClient.Eval(ctx, script, keys, args...) })
+}
+
+// script answers a script run on keys itself if it can, else runs it and
+// notes what it did.
+func (s *sieve) script(ctx context.Context, keys []string, run func() *redis.Cmd) *redis.Cmd {
 	if cmd := s.answer(ctx, keys); cmd != nil {
 		return cmd
 	}
-	cmd := s.UniversalClient.Eval(ctx, script, keys, args...)
+	cmd := run()
 	s.ran(keys, cmd)
 	return cmd
 }
@@ -158,14 +159,8 @@ func (s *sieve) ran(keys []string, cmd *redis.Cmd) {
 // lookLocked reads the length of every pending list. On an error every
 // list counts as having jobs, so the scripts run as without the sieve.
 func (s *sieve) lookLocked(ctx context.Context) {
-	keys := make([]string, 0, len(s.pending))
-	cmds := make([]*redis.IntCmd, 0, len(s.pending))
-	_, err := s.UniversalClient.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k := range s.pending {
-			keys = append(keys, k)
-			cmds = append(cmds, p.LLen(ctx, k))
-		}
-		return nil
+	keys, cmds, err := pipelined(ctx, s.UniversalClient, s.pending, func(p redis.Pipeliner, k string) *redis.IntCmd {
+		return p.LLen(ctx, k)
 	})
 	s.lookedAt = time.Now()
 	for i, k := range keys {
@@ -180,14 +175,8 @@ func (s *sieve) lookLocked(ctx context.Context) {
 // lookDelayedLocked reads the earliest entry of every scheduled and retry
 // set. On an error every set counts as due.
 func (s *sieve) lookDelayedLocked(ctx context.Context) {
-	keys := make([]string, 0, len(s.due))
-	cmds := make([]*redis.ZSliceCmd, 0, len(s.due))
-	_, err := s.UniversalClient.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for k := range s.due {
-			keys = append(keys, k)
-			cmds = append(cmds, p.ZRangeWithScores(ctx, k, 0, 0))
-		}
-		return nil
+	keys, cmds, err := pipelined(ctx, s.UniversalClient, s.due, func(p redis.Pipeliner, k string) *redis.ZSliceCmd {
+		return p.ZRangeWithScores(ctx, k, 0, 0)
 	})
 	s.delayedAt = time.Now()
 	for i, k := range keys {
@@ -201,6 +190,21 @@ func (s *sieve) lookDelayedLocked(ctx context.Context) {
 			s.due[k] = z[0].Score
 		}
 	}
+}
+
+// pipelined sends one command per key of m, made by cmd, in one pipelined
+// call: the keys, the commands in the same order, and the pipeline's error.
+func pipelined[V, C any](ctx context.Context, rdb redis.UniversalClient, m map[string]V, cmd func(redis.Pipeliner, string) C) ([]string, []C, error) {
+	keys := make([]string, 0, len(m))
+	cmds := make([]C, 0, len(m))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for k := range m {
+			keys = append(keys, k)
+			cmds = append(cmds, cmd(p, k))
+		}
+		return nil
+	})
+	return keys, cmds, err
 }
 
 // counts are the dequeue scripts run and those answered without a round

@@ -28,7 +28,10 @@ const (
 // In production the publisher (an api replica) and the subscriber (a
 // worker) are different processes; for "subscribe, then publish" to be
 // tested for real, the bus newBus returns should publish over a different
-// connection than it subscribes on.
+// connection than it subscribes on (see SplitBus).
+//
+// A bus puts task ids into its subject or channel names, so it refuses any
+// that is not a plain name (broker.SafeName).
 func RunBus(t *testing.T, newBus func(t *testing.T) broker.Bus) {
 	tests := []subtest[*busEnv]{
 		{"PerTask", busPerTask},
@@ -37,10 +40,26 @@ func RunBus(t *testing.T, newBus func(t *testing.T) broker.Bus) {
 		{"Close", busClose},
 		{"SubscribeThenPublish", busSubscribeThenPublish},
 		{"PublishEmptyTaskID", busPublishEmptyTaskID},
+		{"RefusesUnsafeTaskIDs", busRefusesUnsafeTaskIDs},
 	}
 	runSubtests(t, tests, "newBus", newBus, 6*busWait, func(ctx context.Context, b broker.Bus) *busEnv {
 		return &busEnv{ctx: ctx, bus: b}
 	})
+}
+
+// SplitBus publishes on Pub and subscribes on Sub: two buses over
+// different connections, as an api replica and a worker hold them, so that
+// RunBus's "subscribe, then publish" crosses connections.
+type SplitBus struct{ Pub, Sub broker.Bus }
+
+// Publish publishes on Pub.
+func (b SplitBus) Publish(ctx context.Context, topic broker.Topic, taskID string, data []byte) error {
+	return b.Pub.Publish(ctx, topic, taskID, data)
+}
+
+// Subscribe subscribes on Sub.
+func (b SplitBus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
+	return b.Sub.Subscribe(ctx, topic, taskID, fn)
 }
 
 type busEnv struct {
@@ -226,4 +245,20 @@ func busPublishEmptyTaskID(t *testing.T, e *busEnv) {
 	e.publish(t, broker.TopicCancel, id, []byte("real"))
 	all.expect(t, "wildcard subscriber", id, []byte("real"))
 	all.empty(t, "wildcard subscriber")
+}
+
+// busRefusesUnsafeTaskIDs: a task id that is not one plain name could widen
+// a subscription (a subject wildcard, a glob) or reach another channel, so
+// Publish and Subscribe refuse it.
+func busRefusesUnsafeTaskIDs(t *testing.T, e *busEnv) {
+	for _, id := range []string{"a.b", "*", ">", "x.>", "?", "a*", "[ab]", "x:y", "a b", "a\r\nb", "tab\there", "ÄÖÜ"} {
+		if err := e.bus.Publish(e.ctx, broker.TopicCancel, id, nil); err == nil {
+			t.Errorf("Publish with task id %q succeeded", id)
+		}
+		sub, err := e.bus.Subscribe(e.ctx, broker.TopicCancel, id, func(string, []byte) {})
+		if err == nil {
+			_ = sub.Close()
+			t.Errorf("Subscribe with task id %q succeeded", id)
+		}
+	}
 }

@@ -56,6 +56,20 @@ func (j *Job) DedupeKey() string {
 	return j.TaskID
 }
 
+// EncodeJob is a job's wire form, for a Queue implementation's Enqueue: its
+// JSON, or an error for a job without a task id or a tool (no queue takes
+// one) or one that does not encode.
+func EncodeJob(j *Job) ([]byte, error) {
+	if j == nil || j.TaskID == "" || j.Tool == "" {
+		return nil, errors.New("broker: enqueue: a job needs a task id and a tool")
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("broker: enqueue: %w", err)
+	}
+	return b, nil
+}
+
 // Queue is the durable job queue.
 type Queue interface {
 	// Enqueue returns once the job is durably accepted by the broker.

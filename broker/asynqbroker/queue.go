@@ -2,7 +2,6 @@ package asynqbroker
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -178,12 +177,9 @@ func (q *Queue) Close() error {
 // Enqueue adds the job to its tool's queue, or does nothing if a job with
 // its dedupe key is there.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
-	if job.TaskID == "" || job.Tool == "" {
-		return fmt.Errorf("asynqbroker: enqueue: job needs a task id and a tool")
-	}
-	b, err := json.Marshal(job)
+	b, err := broker.EncodeJob(job)
 	if err != nil {
-		return fmt.Errorf("asynqbroker: enqueue: %w", err)
+		return fmt.Errorf("asynqbroker: %w", err)
 	}
 	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(job.Route(), b),
 		asynq.TaskID(job.DedupeKey()),

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -161,12 +160,9 @@ func (q *Queue) Names() Names { return q.cfg.names() }
 
 // Enqueue publishes the job and waits for the stream's ack.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
-	if job.TaskID == "" || job.Tool == "" {
-		return fmt.Errorf("natsbroker: enqueue: job needs a task id and a tool")
-	}
-	b, err := json.Marshal(job)
+	b, err := broker.EncodeJob(job)
 	if err != nil {
-		return fmt.Errorf("natsbroker: enqueue: %w", err)
+		return fmt.Errorf("natsbroker: %w", err)
 	}
 	if _, err := q.js.Publish(ctx, q.jobSubject(job.Route(), job.TaskID), b, jetstream.WithMsgID(job.DedupeKey())); err != nil {
 		return fmt.Errorf("natsbroker: enqueue %s: %w", job.TaskID, err)

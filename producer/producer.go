@@ -83,12 +83,8 @@ func New(store taskstate.Store, exec Executor, cfg *Config) *Producer {
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.TTL <= 0 {
-		c.TTL = time.Hour
-	}
-	if c.PollInterval <= 0 {
-		c.PollInterval = 500 * time.Millisecond
-	}
+	c.TTL = cmp.Or(max(c.TTL, 0), time.Hour)
+	c.PollInterval = cmp.Or(max(c.PollInterval, 0), 500*time.Millisecond)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

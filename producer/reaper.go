@@ -38,18 +38,10 @@ func (c *ReaperConfig) withDefaults() ReaperConfig {
 	if c != nil {
 		out = *c
 	}
-	if out.Interval <= 0 {
-		out.Interval = 5 * time.Second
-	}
-	if out.PublishGrace <= 0 {
-		out.PublishGrace = 30 * time.Second
-	}
-	if out.LeaseSlack <= 0 {
-		out.LeaseSlack = time.Second
-	}
-	if out.MaxAttempts <= 0 {
-		out.MaxAttempts = 3
-	}
+	out.Interval = cmp.Or(max(out.Interval, 0), 5*time.Second)
+	out.PublishGrace = cmp.Or(max(out.PublishGrace, 0), 30*time.Second)
+	out.LeaseSlack = cmp.Or(max(out.LeaseSlack, 0), time.Second)
+	out.MaxAttempts = cmp.Or(max(out.MaxAttempts, 0), 3)
 	return out
 }
 

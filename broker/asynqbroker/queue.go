@@ -1,6 +1,7 @@
 package asynqbroker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,36 +86,16 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		out = *c
 	}
-	if out.Prefix == "" {
-		out.Prefix = "mcpq"
-	}
-	if out.Concurrency <= 0 {
-		out.Concurrency = 4
-	}
-	if out.PollInterval <= 0 {
-		out.PollInterval = 100 * time.Millisecond
-	}
-	if out.BusyPollInterval <= 0 {
-		out.BusyPollInterval = 2 * time.Millisecond
-	}
-	if out.BusyFor <= 0 {
-		out.BusyFor = time.Second
-	}
-	if out.Dedupe <= 0 {
-		out.Dedupe = 10 * time.Minute
-	}
-	if out.Timeout <= 0 {
-		out.Timeout = 24 * time.Hour
-	}
-	if out.MaxDeliveries <= 0 {
-		out.MaxDeliveries = 100
-	}
-	if out.ShutdownTimeout <= 0 {
-		out.ShutdownTimeout = 30 * time.Second
-	}
-	if out.BusPrefix == "" {
-		out.BusPrefix = out.Prefix + ":bus"
-	}
+	out.Prefix = cmp.Or(out.Prefix, "mcpq")
+	out.Concurrency = cmp.Or(max(out.Concurrency, 0), 4)
+	out.PollInterval = cmp.Or(max(out.PollInterval, 0), 100*time.Millisecond)
+	out.BusyPollInterval = cmp.Or(max(out.BusyPollInterval, 0), 2*time.Millisecond)
+	out.BusyFor = cmp.Or(max(out.BusyFor, 0), time.Second)
+	out.Dedupe = cmp.Or(max(out.Dedupe, 0), 10*time.Minute)
+	out.Timeout = cmp.Or(max(out.Timeout, 0), 24*time.Hour)
+	out.MaxDeliveries = cmp.Or(max(out.MaxDeliveries, 0), 100)
+	out.ShutdownTimeout = cmp.Or(max(out.ShutdownTimeout, 0), 30*time.Second)
+	out.BusPrefix = cmp.Or(out.BusPrefix, out.Prefix+":bus")
 	return out
 }
 

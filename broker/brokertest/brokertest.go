@@ -7,6 +7,7 @@
 package brokertest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,15 +38,9 @@ func (o *QueueOptions) withDefaults() QueueOptions {
 	if o != nil {
 		out = *o
 	}
-	if out.Lease <= 0 {
-		out.Lease = time.Second
-	}
-	if out.Quiet <= 0 {
-		out.Quiet = out.Lease + 500*time.Millisecond
-	}
-	if out.Wait <= 0 {
-		out.Wait = 10 * time.Second
-	}
+	out.Lease = cmp.Or(max(out.Lease, 0), time.Second)
+	out.Quiet = cmp.Or(max(out.Quiet, 0), out.Lease+500*time.Millisecond)
+	out.Wait = cmp.Or(max(out.Wait, 0), 10*time.Second)
 	return out
 }
 

@@ -1,6 +1,7 @@
 package natsbroker
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -84,21 +85,11 @@ func (c *Config) withDefaults() Config {
 		out = *c
 	}
 	n := NamesFor(out.Prefix)
-	if out.Stream == "" {
-		out.Stream = n.Stream
-	}
-	if out.Subject == "" {
-		out.Subject = n.Subject
-	}
-	if out.BusPrefix == "" {
-		out.BusPrefix = n.BusPrefix
-	}
-	if out.Duplicates <= 0 {
-		out.Duplicates = 10 * time.Minute
-	}
-	if out.Replicas <= 0 {
-		out.Replicas = 1
-	}
+	out.Stream = cmp.Or(out.Stream, n.Stream)
+	out.Subject = cmp.Or(out.Subject, n.Subject)
+	out.BusPrefix = cmp.Or(out.BusPrefix, n.BusPrefix)
+	out.Duplicates = cmp.Or(max(out.Duplicates, 0), 10*time.Minute)
+	out.Replicas = cmp.Or(max(out.Replicas, 0), 1)
 	return out
 }
 

@@ -83,22 +83,24 @@ func TestSharedSubscription(t *testing.T) {
 		}
 		return n[ch]
 	}
+	// publish sends msg on ch and waits for the handlers' counts to be want.
+	publish := func(msg string, want map[string]int) {
+		t.Helper()
+		if err := pc.Publish(ctx, ch, msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitCounts(t, &mu, counts, want)
+	}
 	if n := numsub(); n != 1 {
 		t.Fatalf("two subscribers hold %d server subscriptions, want 1", n)
 	}
-	if err := pc.Publish(ctx, ch, "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 1, "p": 1})
+	publish("1", map[string]int{"a": 1, "b": 1, "p": 1})
 
 	_ = a.Close()
 	if n := numsub(); n != 1 {
 		t.Fatalf("after one of two closed: %d server subscriptions, want 1", n)
 	}
-	if err := pc.Publish(ctx, ch, "2").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 2, "p": 2})
+	publish("2", map[string]int{"a": 1, "b": 2, "p": 2})
 	_ = b.Close()
 	_ = p.Close()
 	deadline := time.Now().Add(5 * time.Second)

@@ -7,9 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcpqueue/mcpqueue/internal/redissub"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
+
+// newMux is a Mux on sc, closed when the test ends.
+func newMux(t *testing.T, sc *redis.Client) *redissub.Mux {
+	m := redissub.New(sc)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
 
 // Once Subscribe has returned, the server counts the subscription: another
 // connection sees it in PUBSUB NUMSUB, and a message published from there
@@ -17,8 +26,7 @@ import (
 func TestSubscribeIsLiveOnReturn(t *testing.T) {
 	t.Parallel()
 	sc, pc := redistest.Client(t), redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 	name := redistest.Name(t)
 	for i := range 200 {
@@ -54,8 +62,7 @@ func TestSubscribeIsLiveOnReturn(t *testing.T) {
 func TestSharedSubscription(t *testing.T) {
 	t.Parallel()
 	sc, pc := redistest.Client(t), redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 	ch := redistest.Name(t)
 
@@ -148,8 +155,7 @@ func TestInterruptedThenResubscribed(t *testing.T) {
 	t.Parallel()
 	sc, name := redistest.NamedClient(t)
 	admin := redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 
 	events := make(chan string, 16)

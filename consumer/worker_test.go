@@ -297,20 +297,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	if len(tk.InputRequests) != 1 {
 		t.Fatalf("want one request, got %v", tk.InputRequests)
 	}
-	var key string
-	for k := range tk.InputRequests {
-		key = k
-	}
-	// Answer it the way tasks/update does.
-	_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error {
-		t.InputResponses = map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)}
-		delete(t.InputRequests, key)
-		t.Status = taskstate.Working
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.answer(t, tk.ID, `{"action":"accept","content":{"name":"Ada"}}`)
 	done := e.waitFor(t, tk.ID, terminal)
 	if got := string(done.Result); !strings.Contains(got, "hi Ada") {
 		t.Fatalf("result %s", got)
@@ -318,7 +305,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	stop()
 
 	// A redelivered run of the same task finds the stored answer: it does not ask again.
-	_, err = taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error { return nil })
+	_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error { return nil })
 	if !errors.Is(err, taskstate.ErrInvalidChange) {
 		t.Fatalf("terminal record accepted a write: %v", err)
 	}
@@ -438,7 +425,7 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 			}
 			seen[k] = true
 		}
-		e.answer(t, id)
+		e.answer(t, id, `{"action":"accept","content":{}}`)
 	}
 	answer(2) // both fan-out requests are outstanding at once
 	answer(1) // then the second round

@@ -132,11 +132,9 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		out = mustSchema[Out](t.Name, "output")
 	}
 	m.add(t.Name, toolEntry(t, in, out, func(ctx context.Context, cs *callState) (json.RawMessage, error) {
-		call := &Call[In]{callState: cs}
-		if len(cs.args) > 0 && string(cs.args) != "null" {
-			if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid arguments: " + err.Error()}
-			}
+		call, err := decodeCall[In](cs, "arguments")
+		if err != nil {
+			return nil, err
 		}
 		res, err := h(ctx, call)
 		if err != nil {
@@ -148,6 +146,19 @@ func Handle[In, Out any](m *Mux, t Tool, h func(ctx context.Context, call *Call[
 		}
 		return json.Marshal(r)
 	}))
+}
+
+// decodeCall is the Call of cs with its arguments decoded into In: absent
+// or null arguments leave the zero value, undecodable ones are an
+// invalid-params error naming what they are ("arguments").
+func decodeCall[In any](cs *callState, what string) (*Call[In], error) {
+	call := &Call[In]{callState: cs}
+	if len(cs.args) > 0 && string(cs.args) != "null" {
+		if err := json.Unmarshal(cs.args, &call.Args); err != nil {
+			return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid " + what + ": " + err.Error()}
+		}
+	}
+	return call, nil
 }
 
 // checkTool validates t and fills in its defaults; mistakes panic.

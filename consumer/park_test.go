@@ -28,9 +28,10 @@ func (e *env) createAsking(t *testing.T, tool, owner string) string {
 	return tk.ID
 }
 
-// answer does what the api does with the last answer to a parked task:
-// stores it, turns the task working, and publishes its job again.
-func (e *env) answer(t *testing.T, id string) {
+// answer does what the api's tasks/update does with the last answers to a
+// task: stores answer for every open request, turns the task working, and,
+// when it is parked, publishes its job again.
+func (e *env) answer(t *testing.T, id, answer string) {
 	t.Helper()
 	resume := false
 	tk, err := taskstate.Mutate(context.Background(), e.store, id, time.Now, func(t *taskstate.Task) error {
@@ -38,7 +39,7 @@ func (e *env) answer(t *testing.T, id string) {
 			if t.InputResponses == nil {
 				t.InputResponses = map[string]json.RawMessage{}
 			}
-			t.InputResponses[k] = json.RawMessage(`{"action":"accept","content":{"ok":true}}`)
+			t.InputResponses[k] = json.RawMessage(answer)
 			delete(t.InputRequests, k)
 		}
 		t.Status = taskstate.Working
@@ -104,7 +105,7 @@ func TestParkAndResume(t *testing.T) {
 	if q := e.waitFor(t, e.create(t, "quick", none{}), terminal); q.Status != taskstate.Completed {
 		t.Fatalf("a task behind the parked one: %s", q.Status)
 	}
-	e.answer(t, id)
+	e.answer(t, id, `{"action":"accept","content":{"ok":true}}`)
 	tk = e.waitFor(t, id, terminal)
 	if tk.Status != taskstate.Completed || resultTextOf(tk) != "accept" {
 		t.Fatalf("after the answer: %s %s", tk.Status, tk.Result)

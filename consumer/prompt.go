@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Prompt describes a prompt to register.
@@ -57,11 +56,9 @@ func HandlePrompt(m *Mux, p Prompt, h func(ctx context.Context, call *Call[map[s
 			Arguments: args, TaskSupport: TaskForbidden,
 		},
 		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
-			call := &Call[map[string]string]{callState: cs}
-			if len(cs.args) > 0 && string(cs.args) != "null" {
-				if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-					return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid prompt arguments: " + err.Error()}
-				}
+			call, err := decodeCall[map[string]string](cs, "prompt arguments")
+			if err != nil {
+				return nil, err
 			}
 			res, err := h(ctx, call)
 			if err != nil {

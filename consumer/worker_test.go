@@ -18,7 +18,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type env struct {
@@ -294,30 +293,11 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 		return consumer.TextResult("hi " + r.Content["name"].(string)), nil
 	})
 	stop := e.run(t, mux, nil)
-	b, _ := json.Marshal(none{})
-	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
-		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tk = e.waitFor(t, tk.ID, func(tk *taskstate.Task) bool { return tk.Status == taskstate.InputRequired })
+	tk := e.waitFor(t, e.createAsking(t, "ask", ""), func(tk *taskstate.Task) bool { return tk.Status == taskstate.InputRequired })
 	if len(tk.InputRequests) != 1 {
 		t.Fatalf("want one request, got %v", tk.InputRequests)
 	}
-	var key string
-	for k := range tk.InputRequests {
-		key = k
-	}
-	// Answer it the way tasks/update does.
-	_, err = taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error {
-		t.InputResponses = map[string]json.RawMessage{key: json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`)}
-		delete(t.InputRequests, key)
-		t.Status = taskstate.Working
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.answer(t, tk.ID, `{"action":"accept","content":{"name":"Ada"}}`)
 	done := e.waitFor(t, tk.ID, terminal)
 	if got := string(done.Result); !strings.Contains(got, "hi Ada") {
 		t.Fatalf("result %s", got)
@@ -325,7 +305,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	stop()
 
 	// A redelivered run of the same task finds the stored answer: it does not ask again.
-	_, err = taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error { return nil })
+	_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(t *taskstate.Task) error { return nil })
 	if !errors.Is(err, taskstate.ErrInvalidChange) {
 		t.Fatalf("terminal record accepted a write: %v", err)
 	}
@@ -396,13 +376,7 @@ func TestInputWaitDeadlineFailsTask(t *testing.T) {
 		return nil, err
 	})
 	e.run(t, mux, &consumer.Config{InputTimeout: 200 * time.Millisecond})
-	b, _ := json.Marshal(none{})
-	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "ask", Arguments: b,
-		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := e.waitFor(t, tk.ID, terminal)
+	done := e.waitFor(t, e.createAsking(t, "ask", ""), terminal)
 	if done.Status != taskstate.Failed || !strings.Contains(done.Error.Message, "timed out waiting for client input") || len(done.InputRequests) != 0 {
 		t.Fatalf("want failed with the input deadline and no open requests, got %s %+v %v", done.Status, done.Error, done.InputRequests)
 	}
@@ -438,40 +412,24 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 		return consumer.TextResult("three answers"), nil
 	})
 	e.run(t, mux, nil)
-	b, _ := json.Marshal(none{})
-	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "rounds", Arguments: b,
-		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := e.createAsking(t, "rounds", "")
 	seen := map[string]bool{}
 	answer := func(want int) {
 		t.Helper()
-		cur := e.waitFor(t, tk.ID, func(x *taskstate.Task) bool {
+		cur := e.waitFor(t, id, func(x *taskstate.Task) bool {
 			return x.Status == taskstate.InputRequired && len(x.InputRequests) == want
 		})
-		_, err := taskstate.Mutate(context.Background(), e.store, tk.ID, time.Now, func(x *taskstate.Task) error {
-			if x.InputResponses == nil {
-				x.InputResponses = map[string]json.RawMessage{}
+		for k := range cur.InputRequests {
+			if seen[k] {
+				t.Errorf("key %q reused", k)
 			}
-			for k := range cur.InputRequests {
-				if seen[k] {
-					t.Errorf("key %q reused", k)
-				}
-				seen[k] = true
-				x.InputResponses[k] = json.RawMessage(`{"action":"accept","content":{}}`)
-				delete(x.InputRequests, k)
-			}
-			x.Status = taskstate.Working
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+			seen[k] = true
 		}
+		e.answer(t, id, `{"action":"accept","content":{}}`)
 	}
 	answer(2) // both fan-out requests are outstanding at once
 	answer(1) // then the second round
-	if done := e.waitFor(t, tk.ID, terminal); done.Status != taskstate.Completed || len(seen) != 3 {
+	if done := e.waitFor(t, id, terminal); done.Status != taskstate.Completed || len(seen) != 3 {
 		t.Fatalf("got %s with keys %v", done.Status, seen)
 	}
 }

@@ -88,11 +88,8 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "tasks" { // operator CLI: cmd/api/tasks.go
-		os.Exit(tasksMain(os.Args[2:], os.Stdout, os.Stderr))
-	}
-	if len(os.Args) > 1 && os.Args[1] == "tools" { // operator CLI: cmd/api/tools.go
-		os.Exit(toolsMain(os.Args[2:], os.Stdout, os.Stderr))
+	if len(os.Args) > 1 && (os.Args[1] == "tasks" || os.Args[1] == "tools") { // operator CLI: cmd/api/tasks.go, tools.go
+		os.Exit(operatorMain(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var c config
 	fs := flag.NewFlagSet("api", flag.ExitOnError)

@@ -71,12 +71,18 @@ type tasksCLI struct {
 	dryRun    bool
 }
 
-// tasksMain runs `api tasks args…` and returns the exit status.
-func tasksMain(args []string, stdout, stderr io.Writer) int {
+// operatorMain runs `api tasks args…` or, command "tools", `api tools
+// args…` (tools.go), until it ends or SIGINT/SIGTERM, and returns the exit
+// status.
+func operatorMain(command string, args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	c := &tasksCLI{stdout: stdout, stderr: stderr}
-	return exitStatus("api tasks", c.run(ctx, args), stderr)
+	run := c.run
+	if command == "tools" {
+		run = c.tools
+	}
+	return exitStatus("api "+command, run(ctx, args), stderr)
 }
 
 // exitStatus reports err of an operator command named cmd and returns the
@@ -304,13 +310,7 @@ func (c *tasksCLI) list(ctx context.Context, b *backend.Backend) error {
 		tasks = tasks[:c.limit]
 	}
 	if c.asJSON {
-		enc := json.NewEncoder(c.stdout)
-		for _, t := range tasks {
-			if err := enc.Encode(t); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(c.stdout, tasks)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tTOOL\tOWNER\tCREATED\tUPDATED\tMESSAGE")
@@ -319,6 +319,17 @@ func (c *tasksCLI) list(ctx context.Context, b *backend.Backend) error {
 			t.CreatedAt.UTC().Format(time.DateTime), t.LastUpdatedAt.UTC().Format(time.DateTime), shorten(t.StatusMessage, 60))
 	}
 	return tw.Flush()
+}
+
+// jsonLines prints each item as one line of JSON (the --json of list).
+func jsonLines[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shorten keeps a status message on one table line.

@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -33,15 +29,8 @@ commands:
 Exit status: 0 done, 1 a name not found or a backend error, 2 a usage error.
 `
 
-// toolsMain runs `api tools args…` and returns the exit status.
-func toolsMain(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	return exitStatus("api tools", runTools(ctx, args, stdout, stderr), stderr)
-}
-
-func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := &tasksCLI{stdout: stdout, stderr: stderr}
+// tools runs `api tools args…` (operatorMain).
+func (c *tasksCLI) tools(ctx context.Context, args []string) error {
 	cmd, fs, names, err := c.parseCommand("api tools", toolsUsage, args, func(cmd string, fs *flag.FlagSet) (string, error) {
 		switch cmd {
 		case "list":
@@ -67,18 +56,18 @@ func runTools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer b.Close()
 	if cmd == "list" {
-		return listTools(ctx, b, c.asJSON, stdout)
+		return listTools(ctx, b, c.asJSON, c.stdout)
 	}
 	missing := false
 	for _, n := range names {
 		switch err := b.Catalog.RemoveTool(ctx, n); {
 		case errors.Is(err, taskstate.ErrNotFound):
-			fmt.Fprintf(stdout, "%s\tnot found\n", n)
+			fmt.Fprintf(c.stdout, "%s\tnot found\n", n)
 			missing = true
 		case err != nil:
 			return err
 		default:
-			fmt.Fprintf(stdout, "%s\tremoved\n", n)
+			fmt.Fprintf(c.stdout, "%s\tremoved\n", n)
 		}
 	}
 	if missing {
@@ -94,13 +83,7 @@ func listTools(ctx context.Context, b *backend.Backend, asJSON bool, stdout io.W
 	}
 	now := time.Now()
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		for _, t := range tools {
-			if err := enc.Encode(t); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(stdout, tools)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tLIVE\tLIVE UNTIL\tTASKS")

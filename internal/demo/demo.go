@@ -5,6 +5,7 @@
 package demo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -134,11 +135,7 @@ func Register(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "export", Title: "Export", Description: "Writes an export of the given size as an artifact of the task and returns a link to it (read it with resources/read).",
 	}, func(ctx context.Context, c *consumer.Call[ExportArgs]) (*consumer.Result, error) {
-		name := c.Args.Name
-		if name == "" {
-			name = "export.bin"
-		}
-		link, err := c.Artifact(ctx, name, "application/octet-stream", strings.NewReader(pattern(c.Args.Bytes)))
+		link, err := c.Artifact(ctx, cmp.Or(c.Args.Name, "export.bin"), "application/octet-stream", strings.NewReader(pattern(c.Args.Bytes)))
 		if err != nil {
 			return nil, err
 		}
@@ -148,11 +145,7 @@ func Register(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "fail", Title: "Fail", Description: "Always fails with a tool error (isError: true).",
 	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
-		msg := c.Args.Message
-		if msg == "" {
-			msg = "this tool always fails"
-		}
-		return nil, consumer.ToolError(errors.New(msg))
+		return nil, consumer.ToolError(errors.New(cmp.Or(c.Args.Message, "this tool always fails")))
 	})
 }
 

@@ -7,9 +7,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/mcpqueue/mcpqueue/internal/redissub"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
+
+// newMux is a Mux on sc, closed when the test ends.
+func newMux(t *testing.T, sc *redis.Client) *redissub.Mux {
+	m := redissub.New(sc)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
 
 // Once Subscribe has returned, the server counts the subscription: another
 // connection sees it in PUBSUB NUMSUB, and a message published from there
@@ -17,8 +26,7 @@ import (
 func TestSubscribeIsLiveOnReturn(t *testing.T) {
 	t.Parallel()
 	sc, pc := redistest.Client(t), redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 	name := redistest.Name(t)
 	for i := range 200 {
@@ -54,8 +62,7 @@ func TestSubscribeIsLiveOnReturn(t *testing.T) {
 func TestSharedSubscription(t *testing.T) {
 	t.Parallel()
 	sc, pc := redistest.Client(t), redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 	ch := redistest.Name(t)
 
@@ -83,22 +90,24 @@ func TestSharedSubscription(t *testing.T) {
 		}
 		return n[ch]
 	}
+	// publish sends msg on ch and waits for the handlers' counts to be want.
+	publish := func(msg string, want map[string]int) {
+		t.Helper()
+		if err := pc.Publish(ctx, ch, msg).Err(); err != nil {
+			t.Fatal(err)
+		}
+		waitCounts(t, &mu, counts, want)
+	}
 	if n := numsub(); n != 1 {
 		t.Fatalf("two subscribers hold %d server subscriptions, want 1", n)
 	}
-	if err := pc.Publish(ctx, ch, "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 1, "p": 1})
+	publish("1", map[string]int{"a": 1, "b": 1, "p": 1})
 
 	_ = a.Close()
 	if n := numsub(); n != 1 {
 		t.Fatalf("after one of two closed: %d server subscriptions, want 1", n)
 	}
-	if err := pc.Publish(ctx, ch, "2").Err(); err != nil {
-		t.Fatal(err)
-	}
-	waitCounts(t, &mu, counts, map[string]int{"a": 1, "b": 2, "p": 2})
+	publish("2", map[string]int{"a": 1, "b": 2, "p": 2})
 	_ = b.Close()
 	_ = p.Close()
 	deadline := time.Now().Add(5 * time.Second)
@@ -146,8 +155,7 @@ func TestInterruptedThenResubscribed(t *testing.T) {
 	t.Parallel()
 	sc, name := redistest.NamedClient(t)
 	admin := redistest.Client(t)
-	m := redissub.New(sc)
-	t.Cleanup(func() { _ = m.Close() })
+	m := newMux(t, sc)
 	ctx := t.Context()
 
 	events := make(chan string, 16)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type wirePrompt struct {
@@ -52,18 +51,15 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	answers, rerr := s.gatherAnswers(prompt.Key(), p)
-	if rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
-		return
-	}
-	s.syncCall(ctx, w, r, c, &producer.Request{
-		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),
+	s.syncAnswer(ctx, w, r, c, rerr, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), answers)
+}
+
+// promptJob is the job that runs prompt name with args for owner.
+func (s *Server) promptJob(prompt *taskstate.ToolInfo, name string, args json.RawMessage, owner string) *producer.Request {
+	return &producer.Request{
+		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: name, Arguments: args, Owner: owner,
 		StatusMessage: s.awaiting(prompt),
-	}, answers)
+	}
 }
 
 // checkPrompt finds prompt name in the catalog and checks args (an object
@@ -74,8 +70,7 @@ func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawM
 		return nil, invalidParams("Unknown prompt: " + clip(name))
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	var args map[string]string
 	if len(rawArgs) > 0 && string(rawArgs) != "null" {
@@ -113,11 +108,5 @@ func (s *Server) legacyPromptsGet(ctx context.Context, w http.ResponseWriter, r 
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
-		return
-	}
-	s.legacyInline(ctx, w, r, c, &producer.Request{
-		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Meta: legacyMeta(c, p.Meta), StatusMessage: s.awaiting(prompt),
-	})
+	s.legacyAnswer(ctx, w, r, c, nil, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), p.Meta)
 }

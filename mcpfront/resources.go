@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Resources served by workers. Workers publish their resources and
@@ -87,13 +86,11 @@ func (s *Server) resolveResource(ctx context.Context, uri string) (*taskstate.To
 		return e, nil
 	}
 	if !errors.Is(err, taskstate.ErrNotFound) {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	all, err := s.catalog.Tools(ctx)
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	for _, t := range all {
 		if t.Kind != taskstate.KindTemplate {
@@ -157,15 +154,7 @@ func (s *Server) resourcesRead(ctx context.Context, w http.ResponseWriter, r *ht
 		p.Arguments = req.Arguments // the requestState binds the URI read
 		answers, rerr = s.gatherAnswers(key, p)
 	}
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, reshape(builtin, resultComplete, s.appendResultMeta(nil)))
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Era, req.Mode, req.Meta = taskstate.Era20260728, taskstate.ModeSync, jobMeta(c.meta, answers)
-		s.syncCall(ctx, w, r, c, req, answers)
-	}
+	s.syncAnswer(ctx, w, r, c, rerr, builtin, req, answers)
 }
 
 // legacyResourcesRead serves a 2025-11-25 resources/read.
@@ -179,15 +168,7 @@ func (s *Server) legacyResourcesRead(ctx context.Context, w http.ResponseWriter,
 		return // a task's artifact (artifacts.go)
 	}
 	builtin, req, _, rerr := s.readJob(ctx, p.URI, c.owner)
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, builtin)
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Meta = legacyMeta(c, p.Meta)
-		s.legacyInline(ctx, w, r, c, req)
-	}
+	s.legacyAnswer(ctx, w, r, c, rerr, builtin, req, p.Meta)
 }
 
 // legacySubscribe serves resources/subscribe and resources/unsubscribe: the

@@ -228,8 +228,13 @@ func toWireTool(t *taskstate.ToolInfo) wireTool {
 }
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {
+	writeError(w, id, s.internal(what, err))
+}
+
+// internal logs err and returns the HTTP 500 error that names what failed.
+func (s *Server) internal(what string, err error) *rpcError {
 	s.log.Error().Err(err).Msg(what)
-	writeError(w, id, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: "+what))
+	return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: "+what)
 }
 
 // callParams types the tools/call and prompts/get fields decoded with the envelope.
@@ -341,8 +346,7 @@ func (s *Server) lookupTool(ctx context.Context, name string) (*taskstate.ToolIn
 		return nil, invalidParams("Unknown tool: " + clip(name))
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the tool catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the tool catalog")
+		return nil, s.internal("reading the tool catalog", err)
 	}
 	return tool, nil
 }

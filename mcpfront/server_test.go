@@ -435,6 +435,21 @@ func (e *env) waitStatus(t *testing.T, id string, statuses ...string) map[string
 	}
 }
 
+// waitEnded waits until task id is terminal and returns its tasks/get.
+func (e *env) waitEnded(t *testing.T, id string) map[string]json.RawMessage {
+	t.Helper()
+	return e.waitStatus(t, id, "completed", "failed", "cancelled")
+}
+
+// waitCompleted waits until task id is terminal and fails t unless it
+// completed with the text want.
+func (e *env) waitCompleted(t *testing.T, id, want string) {
+	t.Helper()
+	if done := e.waitEnded(t, id); str(done["status"]) != "completed" || resultText(t, done["result"]) != want {
+		t.Fatalf("task %s: want completed with %q, got %v", id, want, done)
+	}
+}
+
 func resultText(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
 	var r struct {
@@ -928,7 +943,7 @@ func TestTaskPath(t *testing.T) {
 		t.Fatalf("immediate tasks/get: %v", got)
 	}
 
-	done := e.waitStatus(t, id, "completed", "failed", "cancelled")
+	done := e.waitEnded(t, id)
 	if str(done["status"]) != "completed" || done["error"] != nil || done["inputRequests"] != nil {
 		t.Fatalf("task ended %v", done)
 	}
@@ -980,10 +995,7 @@ func TestRequiredToolWithExtensionRunsAsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	id := e.startTask(t, "required_job", map[string]any{})
-	done := e.waitStatus(t, id, "completed", "failed", "cancelled")
-	if str(done["status"]) != "completed" || resultText(t, done["result"]) != "required done" {
-		t.Fatalf("required_job: %v", done)
-	}
+	e.waitCompleted(t, id, "required done")
 }
 
 func TestCancel(t *testing.T) {
@@ -1039,7 +1051,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 	t.Run("error of a failed task", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "protocol_fail", map[string]any{})
-		got := e.waitStatus(t, id, "completed", "failed", "cancelled")
+		got := e.waitEnded(t, id)
 		if str(got["status"]) != "failed" || got["result"] != nil {
 			t.Fatalf("want failed without result, got %v", got)
 		}
@@ -1058,7 +1070,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 	t.Run("tool error completes with isError", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "tool_error", map[string]any{})
-		got := e.waitStatus(t, id, "completed", "failed", "cancelled")
+		got := e.waitEnded(t, id)
 		var res struct {
 			IsError    bool   `json:"isError"`
 			ResultType string `json:"resultType"`
@@ -1102,10 +1114,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 		if str(ack["resultType"]) != "complete" || ack["taskId"] != nil {
 			t.Errorf("tasks/update: want an empty ack, got %v", ack)
 		}
-		done := e.waitStatus(t, id, "completed", "failed", "cancelled")
-		if str(done["status"]) != "completed" || resultText(t, done["result"]) != "action=accept confirm=true" {
-			t.Fatalf("after the answer: %v", done)
-		}
+		e.waitCompleted(t, id, "action=accept confirm=true")
 	})
 }
 

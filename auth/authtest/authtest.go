@@ -53,6 +53,30 @@ type Issuer struct {
 	down    atomic.Bool
 }
 
+// Clock is a fake clock tests move by hand: its Now serves as Issuer.Now
+// and as the clock of the server under test.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock that reads t until it is moved.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now reads the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 type signingKey struct {
 	kid    string
 	method jwt.SigningMethod

@@ -22,7 +22,9 @@ import (
 
 const audience = "https://mcp.example.com/mcp"
 
-func newClock() *authtest.Clock { return authtest.NewClock(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)) }
+func newClock() *authtest.Clock {
+	return authtest.NewClock(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC))
+}
 
 func newAuth(t *testing.T, cfg jwtauth.Config) *jwtauth.Authenticator {
 	t.Helper()

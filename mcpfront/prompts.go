@@ -23,15 +23,11 @@ func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, _ *http
 	if !ok {
 		return
 	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": toWirePrompts(prompts), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": wireAll(prompts, toWirePrompt), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
 }
 
-func toWirePrompts(prompts []*taskstate.ToolInfo) []wirePrompt {
-	out := make([]wirePrompt, len(prompts))
-	for i, t := range prompts {
-		out[i] = wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
-	}
-	return out
+func toWirePrompt(t *taskstate.ToolInfo) wirePrompt {
+	return wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
 }
 
 // promptsGet runs a prompt handler through the queue, inline, with the same

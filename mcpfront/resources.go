@@ -37,21 +37,17 @@ type wireResource struct {
 	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
-func toWireResources(entries []*taskstate.ToolInfo) []wireResource {
-	out := make([]wireResource, len(entries))
-	for i, t := range entries {
-		r := wireResource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
-		if r.Name == "" {
-			r.Name = t.Name
-		}
-		if t.Kind == taskstate.KindTemplate {
-			r.URITemplate = t.Name
-		} else {
-			r.URI = t.Name
-		}
-		out[i] = r
+func toWireResource(t *taskstate.ToolInfo) wireResource {
+	r := wireResource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
+	if r.Name == "" {
+		r.Name = t.Name
 	}
-	return out
+	if t.Kind == taskstate.KindTemplate {
+		r.URITemplate = t.Name
+	} else {
+		r.URI = t.Name
+	}
+	return r
 }
 
 // resourceList answers resources/list (kind KindResource, under
@@ -66,7 +62,7 @@ func (s *Server) resourceList(ctx context.Context, w http.ResponseWriter, id jso
 	if kind == taskstate.KindTemplate {
 		field = "resourceTemplates"
 	}
-	res := map[string]any{field: toWireResources(entries)}
+	res := map[string]any{field: wireAll(entries, toWireResource)}
 	if modern {
 		res["resultType"], res["ttlMs"], res["cacheScope"], res["_meta"] = resultComplete, listTTLMs, "public", s.resultMeta()
 	}

@@ -217,14 +217,13 @@ func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *
 	if !ok {
 		return
 	}
-	out := make([]legacyTool, len(tools))
-	for i, t := range tools {
-		out[i] = legacyTool{wireTool: toWireTool(t)}
+	writeResult(w, c.req.ID, map[string]any{"tools": wireAll(tools, func(t *taskstate.ToolInfo) legacyTool {
+		out := legacyTool{wireTool: toWireTool(t)}
 		if c.tasks() {
-			out[i].Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
+			out.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
 		}
-	}
-	writeResult(w, c.req.ID, map[string]any{"tools": out})
+		return out
+	})})
 }
 
 func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
@@ -232,7 +231,7 @@ func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _
 	if !ok {
 		return
 	}
-	writeResult(w, c.req.ID, map[string]any{"prompts": toWirePrompts(prompts)})
+	writeResult(w, c.req.ID, map[string]any{"prompts": wireAll(prompts, toWirePrompt)})
 }
 
 type legacyCallParams struct {

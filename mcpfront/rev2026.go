@@ -199,11 +199,7 @@ func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.R
 	if !ok {
 		return
 	}
-	out := make([]wireTool, len(tools))
-	for i, t := range tools {
-		out[i] = toWireTool(t)
-	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": wireAll(tools, toWireTool), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
 }
 
 // entries lists the catalog's entries of one kind; on failure it answers
@@ -221,6 +217,15 @@ func (s *Server) entries(ctx context.Context, w http.ResponseWriter, id json.Raw
 		}
 	}
 	return out, true
+}
+
+// wireAll turns catalog entries into their wire form with one.
+func wireAll[T any](entries []*taskstate.ToolInfo, one func(*taskstate.ToolInfo) T) []T {
+	out := make([]T, len(entries))
+	for i, t := range entries {
+		out[i] = one(t)
+	}
+	return out
 }
 
 func toWireTool(t *taskstate.ToolInfo) wireTool {

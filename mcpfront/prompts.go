@@ -19,11 +19,7 @@ type wirePrompt struct {
 }
 
 func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
-	if !ok {
-		return
-	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": wireAll(prompts, toWirePrompt), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", true, toWirePrompt)
 }
 
 func toWirePrompt(t *taskstate.ToolInfo) wirePrompt {

@@ -54,19 +54,11 @@ func toWireResource(t *taskstate.ToolInfo) wireResource {
 // "resources") or resources/templates/list (KindTemplate,
 // "resourceTemplates"); modern adds what every 2026-07-28 list carries.
 func (s *Server) resourceList(ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind string, modern bool) {
-	entries, ok := s.entries(ctx, w, id, kind)
-	if !ok {
-		return
-	}
 	field := "resources"
 	if kind == taskstate.KindTemplate {
 		field = "resourceTemplates"
 	}
-	res := map[string]any{field: wireAll(entries, toWireResource)}
-	if modern {
-		res["resultType"], res["ttlMs"], res["cacheScope"], res["_meta"] = resultComplete, listTTLMs, "public", s.resultMeta()
-	}
-	writeResult(w, id, res)
+	listEntries(s, ctx, w, id, kind, field, modern, toWireResource)
 }
 
 // resolveResource finds the catalog entry that serves uri: the resource of

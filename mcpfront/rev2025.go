@@ -213,25 +213,17 @@ type legacyTool struct {
 }
 
 func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
-	if !ok {
-		return
-	}
-	writeResult(w, c.req.ID, map[string]any{"tools": wireAll(tools, func(t *taskstate.ToolInfo) legacyTool {
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", false, func(t *taskstate.ToolInfo) legacyTool {
 		out := legacyTool{wireTool: toWireTool(t)}
 		if c.tasks() {
 			out.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
 		}
 		return out
-	})})
+	})
 }
 
 func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
-	if !ok {
-		return
-	}
-	writeResult(w, c.req.ID, map[string]any{"prompts": wireAll(prompts, toWirePrompt)})
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", false, toWirePrompt)
 }
 
 type legacyCallParams struct {

@@ -195,11 +195,26 @@ type wireTool struct {
 }
 
 func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", true, toWireTool)
+}
+
+// listEntries answers a list method: the catalog's entries of kind, each
+// in its wire form (one), under field; modern adds what every 2026-07-28
+// list carries.
+func listEntries[T any](s *Server, ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind, field string, modern bool, one func(*taskstate.ToolInfo) T) {
+	entries, ok := s.entries(ctx, w, id, kind)
 	if !ok {
 		return
 	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": wireAll(tools, toWireTool), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	out := make([]T, len(entries))
+	for i, t := range entries {
+		out[i] = one(t)
+	}
+	res := map[string]any{field: out}
+	if modern {
+		res["resultType"], res["ttlMs"], res["cacheScope"], res["_meta"] = resultComplete, listTTLMs, "public", s.resultMeta()
+	}
+	writeResult(w, id, res)
 }
 
 // entries lists the catalog's entries of one kind; on failure it answers
@@ -217,15 +232,6 @@ func (s *Server) entries(ctx context.Context, w http.ResponseWriter, id json.Raw
 		}
 	}
 	return out, true
-}
-
-// wireAll turns catalog entries into their wire form with one.
-func wireAll[T any](entries []*taskstate.ToolInfo, one func(*taskstate.ToolInfo) T) []T {
-	out := make([]T, len(entries))
-	for i, t := range entries {
-		out[i] = one(t)
-	}
-	return out
 }
 
 func toWireTool(t *taskstate.ToolInfo) wireTool {

@@ -1007,6 +1007,23 @@ func TestCancel(t *testing.T) {
 			t.Errorf("tasks/cancel: want an empty ack, got %v", res)
 		}
 	}
+	// cancelChangesNothing cancels task id, which must be acked without a
+	// write: the record keeps its revision and status want.
+	cancelChangesNothing := func(t *testing.T, id string, want taskstate.Status) {
+		t.Helper()
+		rec, err := e.store.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
+		after, err := e.store.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Revision != rec.Revision || after.Status != want {
+			t.Errorf("cancel of a %s task changed it: %+v (revision %d → %d)", want, after, rec.Revision, after.Revision)
+		}
+	}
 
 	t.Run("working task", func(t *testing.T) {
 		t.Parallel()
@@ -1016,31 +1033,15 @@ func TestCancel(t *testing.T) {
 		if str(got["status"]) != "cancelled" {
 			t.Fatalf("after cancel: %v", got)
 		}
-		rec, err := e.store.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Idempotent: cancelling again is the same ack and writes nothing.
-		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
-		again, err := e.store.Get(t.Context(), id)
-		if err != nil || again.Revision != rec.Revision || again.Status != taskstate.Cancelled {
-			t.Errorf("second cancel changed the record: %v %+v (revision %d → %d)", err, again, rec.Revision, again.Revision)
-		}
+		cancelChangesNothing(t, id, taskstate.Cancelled)
 	})
 
 	t.Run("completed task", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "echo", map[string]any{"text": "x"})
 		e.waitStatus(t, id, "completed")
-		rec, err := e.store.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
-		after, err := e.store.Get(t.Context(), id)
-		if err != nil || after.Revision != rec.Revision || after.Status != taskstate.Completed {
-			t.Errorf("cancel of a completed task changed it: %v %s (revision %d → %d)", err, after.Status, rec.Revision, after.Revision)
-		}
+		cancelChangesNothing(t, id, taskstate.Completed)
 	})
 }
 

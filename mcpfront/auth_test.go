@@ -77,29 +77,13 @@ type authEnv struct {
 // authTools are the worker's tools for these tests.
 func authTools() *consumer.Mux {
 	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "echo"},
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "echo"}, echoTool)
 	consumer.Handle(mux, consumer.Tool{Name: "whoami"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult(c.Owner()), nil
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "ask"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
-				"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult("action=" + r.Action), nil
-		})
-	consumer.Handle(mux, consumer.Tool{Name: "block"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, askTool)
+	consumer.Handle(mux, consumer.Tool{Name: "block"}, blockTool)
 	return mux
 }
 

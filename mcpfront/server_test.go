@@ -52,17 +52,33 @@ type napArgs struct {
 	Ms int `json:"ms"`
 }
 
+// echoTool answers "echo: " and its text.
+func echoTool(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
+	return consumer.TextResult("echo: " + c.Args.Text), nil
+}
+
+// askTool elicits a confirmation and answers with the action and the value.
+func askTool(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
+		"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return consumer.TextResult(fmt.Sprintf("action=%s confirm=%v", r.Action, r.Content["confirm"])), nil
+}
+
+// blockTool runs until it is cancelled.
+func blockTool(ctx context.Context, _ *consumer.Call[none]) (*consumer.Result, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // testTools are the worker's tools. Each covers one way a call can end.
 func testTools() *consumer.Mux {
 	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "echo", Description: "echoes text"},
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
-	consumer.Handle(mux, consumer.Tool{Name: "echo_task", InlineWait: -1}, // never answered inline
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "echo", Description: "echoes text"}, echoTool)
+	consumer.Handle(mux, consumer.Tool{Name: "echo_task", InlineWait: -1}, echoTool) // never answered inline
 	consumer.Handle(mux, consumer.Tool{Name: "inline_only", TaskSupport: consumer.TaskForbidden},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult("inline"), nil
@@ -71,16 +87,7 @@ func testTools() *consumer.Mux {
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult("required done"), nil
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "ask"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
-				"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult(fmt.Sprintf("action=%s confirm=%v", r.Action, r.Content["confirm"])), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, askTool)
 	consumer.Handle(mux, consumer.Tool{Name: "protocol_fail"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return nil, &consumer.ProtocolError{Code: -32050, Message: "custom failure", Data: map[string]any{"why": "test"}}
@@ -98,11 +105,7 @@ func testTools() *consumer.Mux {
 				return nil, ctx.Err()
 			}
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "block"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "block"}, blockTool)
 	addCatalogFixtures(mux) // resources_test.go
 	return mux
 }

@@ -77,29 +77,13 @@ type authEnv struct {
 // authTools are the worker's tools for these tests.
 func authTools() *consumer.Mux {
 	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "echo"},
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "echo"}, echoTool)
 	consumer.Handle(mux, consumer.Tool{Name: "whoami"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult(c.Owner()), nil
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "ask"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
-				"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult("action=" + r.Action), nil
-		})
-	consumer.Handle(mux, consumer.Tool{Name: "block"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, askTool)
+	consumer.Handle(mux, consumer.Tool{Name: "block"}, blockTool)
 	return mux
 }
 
@@ -244,6 +228,15 @@ func (ae *authEnv) mustLegacy(t *testing.T, what, token, session, method string,
 	return authResult(t, what, r, err)
 }
 
+// legacyTaskID is the task id of a 2025-11-25 CreateTaskResult.
+func legacyTaskID(res map[string]json.RawMessage) string {
+	var task struct {
+		TaskID string `json:"taskId"`
+	}
+	_ = json.Unmarshal(res["task"], &task)
+	return task.TaskID
+}
+
 // waitStored polls the record until cond holds.
 func (ae *authEnv) waitStored(t *testing.T, id string, cond func(*taskstate.Task) bool) *taskstate.Task {
 	t.Helper()
@@ -335,13 +328,7 @@ func TestAuthPrincipalOnTaskAndJob(t *testing.T) {
 	modernID := str(res["taskId"])
 	session := ae.initialize(t, alice)
 	res = ae.mustLegacy(t, "legacy tools/call block", alice, session, "tools/call", map[string]any{"name": "block", "arguments": map[string]any{}, "task": map[string]any{}})
-	var handle struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	_ = json.Unmarshal(mustJSON(res), &handle)
-	legacyID := handle.Task.TaskID
+	legacyID := legacyTaskID(res)
 
 	for _, id := range []string{modernID, legacyID} {
 		rec := ae.waitStored(t, id, func(tk *taskstate.Task) bool { return tk.Status == taskstate.Working })
@@ -430,13 +417,7 @@ func TestAuthIsolationProbe(t *testing.T) {
 	aModern := str(res["taskId"])
 	aSession := ae.initialize(t, alice)
 	res = ae.mustLegacy(t, "A legacy tools/call ask", alice, aSession, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}, "task": map[string]any{"ttl": 600000}})
-	var handle struct {
-		Task struct {
-			TaskID string `json:"taskId"`
-		} `json:"task"`
-	}
-	_ = json.Unmarshal(mustJSON(res), &handle)
-	aLegacy := handle.Task.TaskID
+	aLegacy := legacyTaskID(res)
 	before := map[string]*taskstate.Task{}
 	var inputKey string
 	for _, id := range []string{aModern, aLegacy} {
@@ -452,8 +433,7 @@ func TestAuthIsolationProbe(t *testing.T) {
 	// B: a session of its own and one task of its own.
 	bSession := ae.initialize(t, bob)
 	res = ae.mustLegacy(t, "B legacy tools/call echo", bob, bSession, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "b"}, "task": map[string]any{}})
-	_ = json.Unmarshal(mustJSON(res), &handle)
-	bTask := handle.Task.TaskID
+	bTask := legacyTaskID(res)
 
 	answerIt := map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}
 	modern := func(method string, params func(id string) map[string]any) func(id string) (http.Header, []byte) {

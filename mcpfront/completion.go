@@ -71,8 +71,7 @@ func (s *Server) completeRequest(ctx context.Context, raw json.RawMessage, owner
 			break
 		}
 		if !errors.Is(err, taskstate.ErrNotFound) {
-			s.log.Error().Err(err).Msg("reading the catalog")
-			return nil, nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+			return nil, nil, s.internal("reading the catalog", err)
 		}
 	}
 	if ref == "" {
@@ -87,8 +86,7 @@ func (s *Server) completeRequest(ctx context.Context, raw json.RawMessage, owner
 		return &p, nil, nil
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, nil, s.internal("reading the catalog", err)
 	}
 	args, _ := json.Marshal(map[string]any{"argument": p.Argument.Name, "value": p.Argument.Value, "context": p.Context.Arguments})
 	return &p, &producer.Request{
@@ -116,32 +114,19 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if s.hasCompletions(ctx) {
 		_, req, rerr = s.completeRequest(ctx, c.req.Params, c.owner)
 	}
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, reshape(emptyCompletion, resultComplete, s.appendResultMeta(nil)))
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Era, req.Mode, req.Meta = taskstate.Era20260728, taskstate.ModeSync, jobMeta(c.meta, nil)
-		s.syncCall(ctx, w, r, c, req, nil)
-	}
+	s.syncAnswer(ctx, w, r, c, rerr, emptyCompletion, req, nil)
 }
 
 // legacyComplete serves a 2025-11-25 completion/complete.
 func (s *Server) legacyComplete(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
-	var p *completeParams
+	var meta map[string]json.RawMessage
 	var req *producer.Request
 	rerr := completionsUnknown(http.StatusOK)
 	if s.hasCompletions(ctx) {
-		p, req, rerr = s.completeRequest(ctx, c.req.Params, c.owner)
+		var p *completeParams
+		if p, req, rerr = s.completeRequest(ctx, c.req.Params, c.owner); p != nil {
+			meta = p.Meta
+		}
 	}
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, emptyCompletion)
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Meta = legacyMeta(c, p.Meta)
-		s.legacyInline(ctx, w, r, c, req)
-	}
+	s.legacyAnswer(ctx, w, r, c, rerr, emptyCompletion, req, meta)
 }

@@ -167,8 +167,7 @@ func (s *Server) admitTask(ctx context.Context, owner string) *rpcError {
 	for {
 		tasks, next, err := s.store.List(ctx, owner, cursor, activeTaskPage)
 		if err != nil {
-			s.log.Error().Err(err).Msg("counting active tasks")
-			return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: counting active tasks")
+			return s.internal("counting active tasks", err)
 		}
 		for _, t := range tasks {
 			if !t.Status.Terminal() {

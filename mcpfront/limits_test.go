@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 )
 
@@ -29,24 +30,6 @@ func (headerAuth) Authenticate(r *http.Request) (auth.Principal, error) {
 		return auth.Principal{}, nil
 	}
 	return auth.Principal{Issuer: "test", Subject: name}, nil
-}
-
-// testClock is a clock tests move by hand.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 const (
@@ -198,7 +181,7 @@ func limitedReply(t *testing.T, r reply, status int, part string) {
 
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
-	clock := &testClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := authtest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *mcpfront.Config) {
 		c.Auth = headerAuth{}
 		c.RateLimit = 0.5 // one request every two seconds

@@ -9,7 +9,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type wirePrompt struct {
@@ -20,19 +19,11 @@ type wirePrompt struct {
 }
 
 func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
-	if !ok {
-		return
-	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "prompts": toWirePrompts(prompts), "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", true, toWirePrompt)
 }
 
-func toWirePrompts(prompts []*taskstate.ToolInfo) []wirePrompt {
-	out := make([]wirePrompt, len(prompts))
-	for i, t := range prompts {
-		out[i] = wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
-	}
-	return out
+func toWirePrompt(t *taskstate.ToolInfo) wirePrompt {
+	return wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
 }
 
 // promptsGet runs a prompt handler through the queue, inline, with the same
@@ -52,18 +43,15 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	answers, rerr := s.gatherAnswers(prompt.Key(), p)
-	if rerr != nil {
-		writeError(w, c.req.ID, rerr)
-		return
-	}
-	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
-		return
-	}
-	s.syncCall(ctx, w, r, c, &producer.Request{
-		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Era: taskstate.Era20260728, Mode: taskstate.ModeSync, Meta: jobMeta(c.meta, answers),
+	s.syncAnswer(ctx, w, r, c, rerr, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), answers)
+}
+
+// promptJob is the job that runs prompt name with args for owner.
+func (s *Server) promptJob(prompt *taskstate.ToolInfo, name string, args json.RawMessage, owner string) *producer.Request {
+	return &producer.Request{
+		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: name, Arguments: args, Owner: owner,
 		StatusMessage: s.awaiting(prompt),
-	}, answers)
+	}
 }
 
 // checkPrompt finds prompt name in the catalog and checks args (an object
@@ -74,8 +62,7 @@ func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawM
 		return nil, invalidParams("Unknown prompt: " + clip(name))
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	var args map[string]string
 	if len(rawArgs) > 0 && string(rawArgs) != "null" {
@@ -113,11 +100,5 @@ func (s *Server) legacyPromptsGet(ctx context.Context, w http.ResponseWriter, r 
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
-		return
-	}
-	s.legacyInline(ctx, w, r, c, &producer.Request{
-		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
-		Meta: legacyMeta(c, p.Meta), StatusMessage: s.awaiting(prompt),
-	})
+	s.legacyAnswer(ctx, w, r, c, nil, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), p.Meta)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 // Resources served by workers. Workers publish their resources and
@@ -38,40 +37,28 @@ type wireResource struct {
 	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
-func toWireResources(entries []*taskstate.ToolInfo) []wireResource {
-	out := make([]wireResource, len(entries))
-	for i, t := range entries {
-		r := wireResource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
-		if r.Name == "" {
-			r.Name = t.Name
-		}
-		if t.Kind == taskstate.KindTemplate {
-			r.URITemplate = t.Name
-		} else {
-			r.URI = t.Name
-		}
-		out[i] = r
+func toWireResource(t *taskstate.ToolInfo) wireResource {
+	r := wireResource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
+	if r.Name == "" {
+		r.Name = t.Name
 	}
-	return out
+	if t.Kind == taskstate.KindTemplate {
+		r.URITemplate = t.Name
+	} else {
+		r.URI = t.Name
+	}
+	return r
 }
 
 // resourceList answers resources/list (kind KindResource, under
 // "resources") or resources/templates/list (KindTemplate,
 // "resourceTemplates"); modern adds what every 2026-07-28 list carries.
 func (s *Server) resourceList(ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind string, modern bool) {
-	entries, ok := s.entries(ctx, w, id, kind)
-	if !ok {
-		return
-	}
 	field := "resources"
 	if kind == taskstate.KindTemplate {
 		field = "resourceTemplates"
 	}
-	res := map[string]any{field: toWireResources(entries)}
-	if modern {
-		res["resultType"], res["ttlMs"], res["cacheScope"], res["_meta"] = resultComplete, listTTLMs, "public", s.resultMeta()
-	}
-	writeResult(w, id, res)
+	listEntries(s, ctx, w, id, kind, field, modern, toWireResource)
 }
 
 // resolveResource finds the catalog entry that serves uri: the resource of
@@ -87,13 +74,11 @@ func (s *Server) resolveResource(ctx context.Context, uri string) (*taskstate.To
 		return e, nil
 	}
 	if !errors.Is(err, taskstate.ErrNotFound) {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	all, err := s.catalog.Tools(ctx)
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the catalog")
+		return nil, s.internal("reading the catalog", err)
 	}
 	for _, t := range all {
 		if t.Kind != taskstate.KindTemplate {
@@ -157,15 +142,7 @@ func (s *Server) resourcesRead(ctx context.Context, w http.ResponseWriter, r *ht
 		p.Arguments = req.Arguments // the requestState binds the URI read
 		answers, rerr = s.gatherAnswers(key, p)
 	}
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, reshape(builtin, resultComplete, s.appendResultMeta(nil)))
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Era, req.Mode, req.Meta = taskstate.Era20260728, taskstate.ModeSync, jobMeta(c.meta, answers)
-		s.syncCall(ctx, w, r, c, req, answers)
-	}
+	s.syncAnswer(ctx, w, r, c, rerr, builtin, req, answers)
 }
 
 // legacyResourcesRead serves a 2025-11-25 resources/read.
@@ -179,15 +156,7 @@ func (s *Server) legacyResourcesRead(ctx context.Context, w http.ResponseWriter,
 		return // a task's artifact (artifacts.go)
 	}
 	builtin, req, _, rerr := s.readJob(ctx, p.URI, c.owner)
-	switch {
-	case rerr != nil:
-		writeError(w, c.req.ID, rerr)
-	case req == nil:
-		writeResult(w, c.req.ID, builtin)
-	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
-		req.Meta = legacyMeta(c, p.Meta)
-		s.legacyInline(ctx, w, r, c, req)
-	}
+	s.legacyAnswer(ctx, w, r, c, rerr, builtin, req, p.Meta)
 }
 
 // legacySubscribe serves resources/subscribe and resources/unsubscribe: the

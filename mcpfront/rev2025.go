@@ -120,8 +120,7 @@ func (s *Server) sessionOf(r *http.Request) (*taskstate.Session, *rpcError) {
 		return nil, errorf(vocab.CodeInvalidRequest, http.StatusNotFound, "Session not found: initialize a new one")
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading session")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading session")
+		return nil, s.internal("reading session", err)
 	}
 	return sess, nil
 }
@@ -214,26 +213,17 @@ type legacyTool struct {
 }
 
 func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
-	if !ok {
-		return
-	}
-	out := make([]legacyTool, len(tools))
-	for i, t := range tools {
-		out[i] = legacyTool{wireTool: toWireTool(t)}
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", false, func(t *taskstate.ToolInfo) legacyTool {
+		out := legacyTool{wireTool: toWireTool(t)}
 		if c.tasks() {
-			out[i].Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
+			out.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
 		}
-	}
-	writeResult(w, c.req.ID, map[string]any{"tools": out})
+		return out
+	})
 }
 
 func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	prompts, ok := s.entries(ctx, w, c.req.ID, taskstate.KindPrompt)
-	if !ok {
-		return
-	}
-	writeResult(w, c.req.ID, map[string]any{"prompts": toWirePrompts(prompts)})
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", false, toWirePrompt)
 }
 
 type legacyCallParams struct {
@@ -438,6 +428,22 @@ func legacyMeta(c *legacyCall, reqMeta map[string]json.RawMessage) map[string]js
 		meta[vocab.MetaClientCaps] = c.sess.ClientCapabilities
 	}
 	return meta
+}
+
+// legacyAnswer answers a 2025-11-25 request served inline: rerr if set,
+// else the api's own result when there is no job (req nil), else, once the
+// owner may start a task, the job (with the request's _meta) through
+// legacyInline.
+func (s *Server) legacyAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall, rerr *rpcError, own json.RawMessage, req *producer.Request, meta map[string]json.RawMessage) {
+	switch {
+	case rerr != nil:
+		writeError(w, c.req.ID, rerr)
+	case req == nil:
+		writeResult(w, c.req.ID, own)
+	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
+		req.Meta = legacyMeta(c, meta)
+		s.legacyInline(ctx, w, r, c, req)
+	}
 }
 
 // legacyInline runs req (a tool call, prompts/get, resources/read or

@@ -195,15 +195,26 @@ type wireTool struct {
 }
 
 func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-	tools, ok := s.entries(ctx, w, c.req.ID, taskstate.KindTool)
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", true, toWireTool)
+}
+
+// listEntries answers a list method: the catalog's entries of kind, each
+// in its wire form (one), under field; modern adds what every 2026-07-28
+// list carries.
+func listEntries[T any](s *Server, ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind, field string, modern bool, one func(*taskstate.ToolInfo) T) {
+	entries, ok := s.entries(ctx, w, id, kind)
 	if !ok {
 		return
 	}
-	out := make([]wireTool, len(tools))
-	for i, t := range tools {
-		out[i] = toWireTool(t)
+	out := make([]T, len(entries))
+	for i, t := range entries {
+		out[i] = one(t)
 	}
-	writeResult(w, c.req.ID, map[string]any{"resultType": resultComplete, "tools": out, "ttlMs": listTTLMs, "cacheScope": "public", "_meta": s.resultMeta()})
+	res := map[string]any{field: out}
+	if modern {
+		res["resultType"], res["ttlMs"], res["cacheScope"], res["_meta"] = resultComplete, listTTLMs, "public", s.resultMeta()
+	}
+	writeResult(w, id, res)
 }
 
 // entries lists the catalog's entries of one kind; on failure it answers
@@ -228,8 +239,13 @@ func toWireTool(t *taskstate.ToolInfo) wireTool {
 }
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {
+	writeError(w, id, s.internal(what, err))
+}
+
+// internal logs err and returns the HTTP 500 error that names what failed.
+func (s *Server) internal(what string, err error) *rpcError {
 	s.log.Error().Err(err).Msg(what)
-	writeError(w, id, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: "+what))
+	return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: "+what)
 }
 
 // callParams types the tools/call and prompts/get fields decoded with the envelope.
@@ -341,8 +357,7 @@ func (s *Server) lookupTool(ctx context.Context, name string) (*taskstate.ToolIn
 		return nil, invalidParams("Unknown tool: " + clip(name))
 	}
 	if err != nil {
-		s.log.Error().Err(err).Msg("reading the tool catalog")
-		return nil, errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: reading the tool catalog")
+		return nil, s.internal("reading the tool catalog", err)
 	}
 	return tool, nil
 }

@@ -9,6 +9,7 @@ package mcpfront
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -155,42 +156,20 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.Name == "" {
-		c.Name = "mcpqueue"
-	}
-	if c.Version == "" {
-		c.Version = "0.1.0"
-	}
-	if c.SyncTimeout <= 0 {
-		c.SyncTimeout = 2 * time.Minute
-	}
-	if c.MaxBody <= 0 {
-		c.MaxBody = DefaultMaxBody
-	}
-	if c.MaxDepth <= 0 {
-		c.MaxDepth = defaultMaxDepth
-	}
-	if c.InlineWait == 0 {
-		c.InlineWait = 30 * time.Millisecond
-	}
-	if c.BodyTimeout <= 0 {
-		c.BodyTimeout = 30 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 30 * time.Second
-	}
-	if c.MaxArgs <= 0 {
-		c.MaxArgs = DefaultMaxArgs
-	}
-	if c.MaxInputKeys <= 0 {
-		c.MaxInputKeys = defaultMaxInputKeys
-	}
+	c.Name = cmp.Or(c.Name, "mcpqueue")
+	c.Version = cmp.Or(c.Version, "0.1.0")
+	c.SyncTimeout = cmp.Or(max(c.SyncTimeout, 0), 2*time.Minute)
+	c.MaxBody = cmp.Or(max(c.MaxBody, 0), DefaultMaxBody)
+	c.MaxDepth = cmp.Or(max(c.MaxDepth, 0), defaultMaxDepth)
+	c.InlineWait = cmp.Or(c.InlineWait, 30*time.Millisecond)
+	c.BodyTimeout = cmp.Or(max(c.BodyTimeout, 0), 30*time.Second)
+	c.WriteTimeout = cmp.Or(max(c.WriteTimeout, 0), 30*time.Second)
+	c.MaxArgs = cmp.Or(max(c.MaxArgs, 0), DefaultMaxArgs)
+	c.MaxInputKeys = cmp.Or(max(c.MaxInputKeys, 0), defaultMaxInputKeys)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.RequestStateTTL <= 0 {
-		c.RequestStateTTL = time.Hour
-	}
+	c.RequestStateTTL = cmp.Or(max(c.RequestStateTTL, 0), time.Hour)
 	key := c.StateKey
 	if len(key) == 0 {
 		key = make([]byte, 32)

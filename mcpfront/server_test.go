@@ -52,17 +52,33 @@ type napArgs struct {
 	Ms int `json:"ms"`
 }
 
+// echoTool answers "echo: " and its text.
+func echoTool(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
+	return consumer.TextResult("echo: " + c.Args.Text), nil
+}
+
+// askTool elicits a confirmation and answers with the action and the value.
+func askTool(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
+		"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return consumer.TextResult(fmt.Sprintf("action=%s confirm=%v", r.Action, r.Content["confirm"])), nil
+}
+
+// blockTool runs until it is cancelled.
+func blockTool(ctx context.Context, _ *consumer.Call[none]) (*consumer.Result, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
 // testTools are the worker's tools. Each covers one way a call can end.
 func testTools() *consumer.Mux {
 	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "echo", Description: "echoes text"},
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
-	consumer.Handle(mux, consumer.Tool{Name: "echo_task", InlineWait: -1}, // never answered inline
-		func(ctx context.Context, c *consumer.Call[echoArgs]) (*consumer.Result, error) {
-			return consumer.TextResult("echo: " + c.Args.Text), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "echo", Description: "echoes text"}, echoTool)
+	consumer.Handle(mux, consumer.Tool{Name: "echo_task", InlineWait: -1}, echoTool) // never answered inline
 	consumer.Handle(mux, consumer.Tool{Name: "inline_only", TaskSupport: consumer.TaskForbidden},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult("inline"), nil
@@ -71,16 +87,7 @@ func testTools() *consumer.Mux {
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return consumer.TextResult("required done"), nil
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "ask"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			r, err := c.Elicit(ctx, "confirm", "Really?", map[string]any{
-				"type": "object", "properties": map[string]any{"confirm": map[string]any{"type": "boolean"}},
-			})
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult(fmt.Sprintf("action=%s confirm=%v", r.Action, r.Content["confirm"])), nil
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, askTool)
 	consumer.Handle(mux, consumer.Tool{Name: "protocol_fail"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			return nil, &consumer.ProtocolError{Code: -32050, Message: "custom failure", Data: map[string]any{"why": "test"}}
@@ -98,11 +105,7 @@ func testTools() *consumer.Mux {
 				return nil, ctx.Err()
 			}
 		})
-	consumer.Handle(mux, consumer.Tool{Name: "block"},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
+	consumer.Handle(mux, consumer.Tool{Name: "block"}, blockTool)
 	addCatalogFixtures(mux) // resources_test.go
 	return mux
 }
@@ -432,6 +435,21 @@ func (e *env) waitStatus(t *testing.T, id string, statuses ...string) map[string
 			t.Fatalf("task %s never reached %v; last tasks/get: %v", id, statuses, res)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitEnded waits until task id is terminal and returns its tasks/get.
+func (e *env) waitEnded(t *testing.T, id string) map[string]json.RawMessage {
+	t.Helper()
+	return e.waitStatus(t, id, "completed", "failed", "cancelled")
+}
+
+// waitCompleted waits until task id is terminal and fails t unless it
+// completed with the text want.
+func (e *env) waitCompleted(t *testing.T, id, want string) {
+	t.Helper()
+	if done := e.waitEnded(t, id); str(done["status"]) != "completed" || resultText(t, done["result"]) != want {
+		t.Fatalf("task %s: want completed with %q, got %v", id, want, done)
 	}
 }
 
@@ -928,7 +946,7 @@ func TestTaskPath(t *testing.T) {
 		t.Fatalf("immediate tasks/get: %v", got)
 	}
 
-	done := e.waitStatus(t, id, "completed", "failed", "cancelled")
+	done := e.waitEnded(t, id)
 	if str(done["status"]) != "completed" || done["error"] != nil || done["inputRequests"] != nil {
 		t.Fatalf("task ended %v", done)
 	}
@@ -980,10 +998,7 @@ func TestRequiredToolWithExtensionRunsAsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	id := e.startTask(t, "required_job", map[string]any{})
-	done := e.waitStatus(t, id, "completed", "failed", "cancelled")
-	if str(done["status"]) != "completed" || resultText(t, done["result"]) != "required done" {
-		t.Fatalf("required_job: %v", done)
-	}
+	e.waitCompleted(t, id, "required done")
 }
 
 func TestCancel(t *testing.T) {
@@ -995,6 +1010,23 @@ func TestCancel(t *testing.T) {
 			t.Errorf("tasks/cancel: want an empty ack, got %v", res)
 		}
 	}
+	// cancelChangesNothing cancels task id, which must be acked without a
+	// write: the record keeps its revision and status want.
+	cancelChangesNothing := func(t *testing.T, id string, want taskstate.Status) {
+		t.Helper()
+		rec, err := e.store.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
+		after, err := e.store.Get(t.Context(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Revision != rec.Revision || after.Status != want {
+			t.Errorf("cancel of a %s task changed it: %+v (revision %d → %d)", want, after, rec.Revision, after.Revision)
+		}
+	}
 
 	t.Run("working task", func(t *testing.T) {
 		t.Parallel()
@@ -1004,31 +1036,15 @@ func TestCancel(t *testing.T) {
 		if str(got["status"]) != "cancelled" {
 			t.Fatalf("after cancel: %v", got)
 		}
-		rec, err := e.store.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Idempotent: cancelling again is the same ack and writes nothing.
-		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
-		again, err := e.store.Get(t.Context(), id)
-		if err != nil || again.Revision != rec.Revision || again.Status != taskstate.Cancelled {
-			t.Errorf("second cancel changed the record: %v %+v (revision %d → %d)", err, again, rec.Revision, again.Revision)
-		}
+		cancelChangesNothing(t, id, taskstate.Cancelled)
 	})
 
 	t.Run("completed task", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "echo", map[string]any{"text": "x"})
 		e.waitStatus(t, id, "completed")
-		rec, err := e.store.Get(t.Context(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		isAck(t, e.call(t, "tasks/cancel", map[string]any{"taskId": id}, true))
-		after, err := e.store.Get(t.Context(), id)
-		if err != nil || after.Revision != rec.Revision || after.Status != taskstate.Completed {
-			t.Errorf("cancel of a completed task changed it: %v %s (revision %d → %d)", err, after.Status, rec.Revision, after.Revision)
-		}
+		cancelChangesNothing(t, id, taskstate.Completed)
 	})
 }
 
@@ -1039,7 +1055,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 	t.Run("error of a failed task", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "protocol_fail", map[string]any{})
-		got := e.waitStatus(t, id, "completed", "failed", "cancelled")
+		got := e.waitEnded(t, id)
 		if str(got["status"]) != "failed" || got["result"] != nil {
 			t.Fatalf("want failed without result, got %v", got)
 		}
@@ -1058,7 +1074,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 	t.Run("tool error completes with isError", func(t *testing.T) {
 		t.Parallel()
 		id := e.startTask(t, "tool_error", map[string]any{})
-		got := e.waitStatus(t, id, "completed", "failed", "cancelled")
+		got := e.waitEnded(t, id)
 		var res struct {
 			IsError    bool   `json:"isError"`
 			ResultType string `json:"resultType"`
@@ -1102,10 +1118,7 @@ func TestTasksGetInlinesOutcome(t *testing.T) {
 		if str(ack["resultType"]) != "complete" || ack["taskId"] != nil {
 			t.Errorf("tasks/update: want an empty ack, got %v", ack)
 		}
-		done := e.waitStatus(t, id, "completed", "failed", "cancelled")
-		if str(done["status"]) != "completed" || resultText(t, done["result"]) != "action=accept confirm=true" {
-			t.Fatalf("after the answer: %v", done)
-		}
+		e.waitCompleted(t, id, "action=accept confirm=true")
 	})
 }
 

@@ -15,6 +15,21 @@ import (
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
+// syncAnswer answers a 2026-07-28 request served inline: rerr if set, else
+// the api's own result when there is no job (req nil), else, once the owner
+// may start a task, the job through syncCall.
+func (s *Server) syncAnswer(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, rerr *rpcError, own json.RawMessage, req *producer.Request, answers map[string]json.RawMessage) {
+	switch {
+	case rerr != nil:
+		writeError(w, c.req.ID, rerr)
+	case req == nil:
+		writeResult(w, c.req.ID, reshape(own, resultComplete, s.appendResultMeta(nil)))
+	case !s.refuseTask(ctx, w, c.req.ID, c.owner):
+		req.Era, req.Mode, req.Meta = taskstate.Era20260728, taskstate.ModeSync, jobMeta(c.meta, answers)
+		s.syncCall(ctx, w, r, c, req, answers)
+	}
+}
+
 // syncCall serves a call whose client waits inline (ModeSync), or which
 // gathers its input inline before becoming a task (ModeGather). The call
 // still becomes a task record and a job (one execution path); the reply waits

@@ -14,9 +14,8 @@ import (
 	"github.com/rs/zerolog"
 	"pgregory.net/rapid"
 
-	"github.com/mcpqueue/mcpqueue/internal/natstest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
-	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
@@ -33,16 +32,9 @@ import (
 // change.
 func TestTasksUpdateKeys(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	name := natstest.Name(t)
 	// Memory buckets: the storage type plays no part in key handling. Every
 	// generated sequence gets a task of its own.
-	st, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-	if err != nil {
-		t.Fatalf("natskv.New: %v", err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
+	st := testenv.StartNATS(t).Connect(t).Store
 	front := New(nil, st, nil, nil, &Config{StateKey: make([]byte, 32), Logger: zerolog.Nop()})
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)

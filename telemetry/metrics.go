@@ -29,44 +29,46 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		reg: reg,
-		created: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpq_tasks_created_total",
-			Help: "Tasks created (record written and job queued), by tool. Counted by the api.",
-		}, []string{"tool"}),
-		finished: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpq_tasks_finished_total",
-			Help: "Tasks that reached a terminal status (completed, failed, cancelled), by tool and status. Counted by the process that wrote the status: workers for completed and failed, the api for cancelled and for jobs that could not be queued.",
-		}, []string{"tool", "status"}),
-		run: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcpq_task_run_seconds",
-			Help:    "Time a handler ran, by tool (one observation per run; input waits included).",
-			Buckets: prometheus.ExponentialBuckets(0.005, 4, 10), // 5ms … 22min
-		}, []string{"tool"}),
-		pickup: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcpq_task_pickup_seconds",
-			Help:    "Time from a task's creation to its first handler start, by tool.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms … 4.4min
-		}, []string{"tool"}),
-		inputWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mcpq_task_input_wait_seconds",
-			Help:    "Time a task spent input_required until the client's answers arrived, by tool.",
-			Buckets: prometheus.ExponentialBuckets(0.1, 4, 9), // 100ms … 1.8h
-		}, []string{"tool"}),
-		redeliver: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpq_task_redeliveries_total",
-			Help: "Handler starts of a task that had run before (attempt > 1: a lost worker, a lost lease, a failed outcome write), by tool.",
-		}, []string{"tool"}),
-		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpq_task_lease_expiries_total",
-			Help: "Task leases found expired (the worker holding the task was lost), by tool.",
-		}, []string{"tool"}),
-		http: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mcpq_http_requests_total",
-			Help: "HTTP requests served, by method and status code.",
-		}, []string{"method", "code"}),
+		created: counter("mcpq_tasks_created_total",
+			"Tasks created (record written and job queued), by tool. Counted by the api.",
+			"tool"),
+		finished: counter("mcpq_tasks_finished_total",
+			"Tasks that reached a terminal status (completed, failed, cancelled), by tool and status. Counted by the process that wrote the status: workers for completed and failed, the api for cancelled and for jobs that could not be queued.",
+			"tool", "status"),
+		run: histogram("mcpq_task_run_seconds",
+			"Time a handler ran, by tool (one observation per run; input waits included).",
+			prometheus.ExponentialBuckets(0.005, 4, 10), // 5ms … 22min
+			"tool"),
+		pickup: histogram("mcpq_task_pickup_seconds",
+			"Time from a task's creation to its first handler start, by tool.",
+			prometheus.ExponentialBuckets(0.001, 4, 10), // 1ms … 4.4min
+			"tool"),
+		inputWait: histogram("mcpq_task_input_wait_seconds",
+			"Time a task spent input_required until the client's answers arrived, by tool.",
+			prometheus.ExponentialBuckets(0.1, 4, 9), // 100ms … 1.8h
+			"tool"),
+		redeliver: counter("mcpq_task_redeliveries_total",
+			"Handler starts of a task that had run before (attempt > 1: a lost worker, a lost lease, a failed outcome write), by tool.",
+			"tool"),
+		expired: counter("mcpq_task_lease_expiries_total",
+			"Task leases found expired (the worker holding the task was lost), by tool.",
+			"tool"),
+		http: counter("mcpq_http_requests_total",
+			"HTTP requests served, by method and status code.",
+			"method", "code"),
 	}
 	reg.MustRegister(m.created, m.finished, m.run, m.pickup, m.inputWait, m.redeliver, m.expired, m.http)
 	return m
+}
+
+// counter makes a counter vector with the given labels.
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// histogram makes a histogram vector with the given buckets and labels.
+func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // TaskCreated counts a task whose record and job are both durable.

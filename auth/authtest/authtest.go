@@ -53,6 +53,30 @@ type Issuer struct {
 	down    atomic.Bool
 }
 
+// Clock is a fake clock tests move by hand: its Now serves as Issuer.Now
+// and as the clock of the server under test.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock that reads t until it is moved.
+func NewClock(t time.Time) *Clock { return &Clock{t: t} }
+
+// Now reads the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Add moves the clock by d.
+func (c *Clock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
 type signingKey struct {
 	kid    string
 	method jwt.SigningMethod
@@ -333,30 +357,34 @@ func Cases(t testing.TB, iss *Issuer, audience string, scopes []string) []Case {
 	now := iss.Now()
 	valid := iss.Mint(t, claims(nil))
 	bearer := func(tok string) []string { return []string{"Bearer " + tok} }
+	// invalid is a token minted with edited claims that must be refused.
+	invalid := func(name string, edit func(jwt.MapClaims)) Case {
+		return Case{Name: name, Authorization: bearer(iss.Mint(t, claims(edit))), Status: 401, Error: "invalid_token"}
+	}
 	cases := []Case{
 		{Name: "valid", Authorization: bearer(valid), Status: 200},
 		{Name: "valid, lower-case scheme", Authorization: []string{"bearer " + valid}, Status: 200},
-		{Name: "expired", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		invalid("expired", func(c jwt.MapClaims) {
 			c["iat"], c["nbf"], c["exp"] = now.Add(-2*time.Hour).Unix(), now.Add(-2*time.Hour).Unix(), now.Add(-time.Hour).Unix()
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "not yet valid", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("not yet valid", func(c jwt.MapClaims) {
 			c["nbf"], c["exp"] = now.Add(time.Hour).Unix(), now.Add(2*time.Hour).Unix()
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "wrong audience", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("wrong audience", func(c jwt.MapClaims) {
 			c["aud"] = "https://other.example/mcp"
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "no audience", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("no audience", func(c jwt.MapClaims) {
 			delete(c, "aud")
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "wrong issuer", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("wrong issuer", func(c jwt.MapClaims) {
 			c["iss"] = "https://evil.example"
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "no expiry", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("no expiry", func(c jwt.MapClaims) {
 			delete(c, "exp")
-		}))), Status: 401, Error: "invalid_token"},
-		{Name: "no subject", Authorization: bearer(iss.Mint(t, claims(func(c jwt.MapClaims) {
+		}),
+		invalid("no subject", func(c jwt.MapClaims) {
 			delete(c, "sub")
-		}))), Status: 401, Error: "invalid_token"},
+		}),
 		{Name: "alg none", Authorization: bearer(None(t, claims(nil))), Status: 401, Error: "invalid_token"},
 		{Name: "bad signature", Authorization: bearer(iss.MintForeign(t, claims(nil))), Status: 401, Error: "invalid_token"},
 		{Name: "tampered payload", Authorization: bearer(Tamper(t, valid, claims(func(c jwt.MapClaims) {

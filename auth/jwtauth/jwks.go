@@ -79,13 +79,11 @@ func (s *keySet) key(ctx context.Context, kid, alg string) (any, error) {
 	fetched := false
 	for {
 		s.mu.Lock()
-		if ch := s.inflight; ch != nil {
-			s.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
+		waited, err := s.awaitFetch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if waited {
 			fetched = true // someone else's fetch counts as ours
 			continue
 		}
@@ -134,21 +132,33 @@ func (s *keySet) find(kid, alg string) (any, bool) {
 // already running).
 func (s *keySet) fetchNow(ctx context.Context) error {
 	s.mu.Lock()
-	if ch := s.inflight; ch != nil {
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lastErr
+	waited, err := s.awaitFetch(ctx)
+	if err != nil {
+		return err
 	}
-	s.startFetch(ctx)
+	if !waited {
+		s.startFetch(ctx)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastErr
+}
+
+// awaitFetch waits for the fetch already running, if there is one. It is
+// called with mu held; when a fetch was running it releases mu and reports
+// true (with ctx's error if the wait was cut short), else it keeps mu.
+func (s *keySet) awaitFetch(ctx context.Context) (bool, error) {
+	ch := s.inflight
+	if ch == nil {
+		return false, nil
+	}
+	s.mu.Unlock()
+	select {
+	case <-ch:
+		return true, nil
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
 }
 
 // startFetch runs one fetch; it is called with mu held, which it releases.

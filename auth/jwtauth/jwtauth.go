@@ -336,30 +336,30 @@ func (a *Authenticator) tokenError(tok *jwt.Token, err error) *auth.Error {
 			return refuse(auth.CodeInvalidToken, "the signing algorithm is not accepted", err)
 		}
 	}
-	desc := "the access token is invalid"
-	switch {
-	case errors.Is(err, errCrit):
-		desc = "the access token has unsupported critical header parameters"
-	case errors.Is(err, errNoKey):
-		desc = "no key of the issuer verifies the access token"
-	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
-		desc = "the access token signature is invalid"
-	case errors.Is(err, jwt.ErrTokenUnverifiable):
-		desc = "the access token cannot be verified"
-	case errors.Is(err, jwt.ErrTokenExpired):
-		desc = "the access token expired"
-	case errors.Is(err, jwt.ErrTokenNotValidYet):
-		desc = "the access token is not valid yet"
-	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
-		desc = "the access token was issued in the future"
-	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
-		desc = "the access token is from another issuer"
-	case errors.Is(err, jwt.ErrTokenInvalidAudience):
-		desc = "the access token is for another audience"
-	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		desc = "the access token lacks a required claim (iss, aud or exp)"
+	for _, d := range tokenErrorDescs {
+		if errors.Is(err, d.err) {
+			return refuse(auth.CodeInvalidToken, d.desc, err)
+		}
 	}
-	return refuse(auth.CodeInvalidToken, desc, err)
+	return refuse(auth.CodeInvalidToken, "the access token is invalid", err)
+}
+
+// tokenErrorDescs describes the parse failures tokenError knows, the first
+// that matches winning.
+var tokenErrorDescs = []struct {
+	err  error
+	desc string
+}{
+	{errCrit, "the access token has unsupported critical header parameters"},
+	{errNoKey, "no key of the issuer verifies the access token"},
+	{jwt.ErrTokenSignatureInvalid, "the access token signature is invalid"},
+	{jwt.ErrTokenUnverifiable, "the access token cannot be verified"},
+	{jwt.ErrTokenExpired, "the access token expired"},
+	{jwt.ErrTokenNotValidYet, "the access token is not valid yet"},
+	{jwt.ErrTokenUsedBeforeIssued, "the access token was issued in the future"},
+	{jwt.ErrTokenInvalidIssuer, "the access token is from another issuer"},
+	{jwt.ErrTokenInvalidAudience, "the access token is for another audience"},
+	{jwt.ErrTokenRequiredClaimMissing, "the access token lacks a required claim (iss, aud or exp)"},
 }
 
 // missingScopes returns the configured scopes the token lacks. Scopes come

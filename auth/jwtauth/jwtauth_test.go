@@ -22,24 +22,8 @@ import (
 
 const audience = "https://mcp.example.com/mcp"
 
-// clock is a fake clock tests move by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+func newClock() *authtest.Clock {
+	return authtest.NewClock(time.Date(2026, 7, 28, 12, 0, 0, 0, time.UTC))
 }
 
 func newAuth(t *testing.T, cfg jwtauth.Config) *jwtauth.Authenticator {

@@ -219,6 +219,24 @@ func wantReport(t *testing.T, s clientSummary) {
 	}
 }
 
+// summary is the part of a client script's summary every script prints.
+func (s clientSummary) summary() clientSummary { return s }
+
+// wantReportThenWait runs a render_report task and then a 300 ms wait task,
+// each through run (a client script's scenario, given the tool, its
+// arguments and the text to expect), and fails the test unless the report
+// is right and the wait completes as a task of its own. It returns the
+// report's summary.
+func wantReportThenWait[S interface{ summary() clientSummary }](t *testing.T, run func(args ...string) S) S {
+	t.Helper()
+	s := run("render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
+	wantReport(t, s.summary())
+	if w := run("wait", `{"ms":300}`, "waited 300 ms").summary(); w.Status != "completed" || w.TaskID == s.summary().TaskID {
+		t.Fatalf("summary %+v", w)
+	}
+	return s
+}
+
 // wantCancelled fails the test unless s is a wait task cancelled before its
 // 60 s ran out, whose handler (on worker w) saw the cancellation.
 func wantCancelled(t *testing.T, s clientSummary, w *harness.Proc) {
@@ -253,15 +271,11 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		wantReport(t, s)
+		s := wantReportThenWait(t, func(args ...string) clientSummary {
+			return runOfficialClient(t, mcpURL, "list-and-settle", args...)
+		})
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
-		}
-
-		w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
-		if w.Status != "completed" || w.TaskID == s.TaskID {
-			t.Fatalf("summary %+v", w)
 		}
 	})
 }

@@ -223,15 +223,14 @@ func wantReport(t *testing.T, s clientSummary) {
 func (s clientSummary) summary() clientSummary { return s }
 
 // wantReportThenWait runs a render_report task and then a 300 ms wait task,
-// each through run (a client script's scenario, given the tool, its
-// arguments and the text to expect), and fails the test unless the report
-// is right and the wait completes as a task of its own. It returns the
-// report's summary.
-func wantReportThenWait[S interface{ summary() clientSummary }](t *testing.T, run func(args ...string) S) S {
+// each with run (runOfficialClient, runLegacyClient) in scenario, and fails
+// the test unless the report is right and the wait completes as a task of
+// its own. It returns the report's summary.
+func wantReportThenWait[S interface{ summary() clientSummary }](t *testing.T, run func(*testing.T, string, string, ...string) S, mcpURL, scenario string) S {
 	t.Helper()
-	s := run("render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
+	s := run(t, mcpURL, scenario, "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
 	wantReport(t, s.summary())
-	if w := run("wait", `{"ms":300}`, "waited 300 ms").summary(); w.Status != "completed" || w.TaskID == s.summary().TaskID {
+	if w := run(t, mcpURL, scenario, "wait", `{"ms":300}`, "waited 300 ms").summary(); w.Status != "completed" || w.TaskID == s.summary().TaskID {
 		t.Fatalf("summary %+v", w)
 	}
 	return s
@@ -271,9 +270,7 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-		s := wantReportThenWait(t, func(args ...string) clientSummary {
-			return runOfficialClient(t, mcpURL, "list-and-settle", args...)
-		})
+		s := wantReportThenWait(t, runOfficialClient, mcpURL, "list-and-settle")
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
 		}

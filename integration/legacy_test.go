@@ -53,9 +53,7 @@ func TestLegacyClientStreamResult(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-		s := wantReportThenWait(t, func(args ...string) legacySummary {
-			return runLegacyClient(t, mcpURL, "stream-result", args...)
-		})
+		s := wantReportThenWait(t, runLegacyClient, mcpURL, "stream-result")
 		if s.TTL == nil || *s.TTL != 60000 {
 			t.Fatalf("created task ttl %v, want the requested 60000", s.TTL)
 		}

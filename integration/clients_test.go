@@ -219,6 +219,23 @@ func wantReport(t *testing.T, s clientSummary) {
 	}
 }
 
+// summary is the part of a client script's summary every script prints.
+func (s clientSummary) summary() clientSummary { return s }
+
+// wantReportThenWait runs a render_report task and then a 300 ms wait task,
+// each with run (runOfficialClient, runLegacyClient) in scenario, and fails
+// the test unless the report is right and the wait completes as a task of
+// its own. It returns the report's summary.
+func wantReportThenWait[S interface{ summary() clientSummary }](t *testing.T, run func(*testing.T, string, string, ...string) S, mcpURL, scenario string) S {
+	t.Helper()
+	s := run(t, mcpURL, scenario, "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
+	wantReport(t, s.summary())
+	if w := run(t, mcpURL, scenario, "wait", `{"ms":300}`, "waited 300 ms").summary(); w.Status != "completed" || w.TaskID == s.summary().TaskID {
+		t.Fatalf("summary %+v", w)
+	}
+	return s
+}
+
 // wantCancelled fails the test unless s is a wait task cancelled before its
 // 60 s ran out, whose handler (on worker w) saw the cancellation.
 func wantCancelled(t *testing.T, s clientSummary, w *harness.Proc) {
@@ -253,15 +270,9 @@ func TestOfficialClientSettlesTask(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-		s := runOfficialClient(t, mcpURL, "list-and-settle", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		wantReport(t, s)
+		s := wantReportThenWait(t, runOfficialClient, mcpURL, "list-and-settle")
 		if tk := taskFromGo(t, mcpURL, s.TaskID); tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), "2 pages rendered") {
 			t.Fatalf("tasks/get from Go: %+v", tk)
-		}
-
-		w := runOfficialClient(t, mcpURL, "list-and-settle", "wait", `{"ms":300}`, "waited 300 ms")
-		if w.Status != "completed" || w.TaskID == s.TaskID {
-			t.Fatalf("summary %+v", w)
 		}
 	})
 }

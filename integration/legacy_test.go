@@ -53,15 +53,9 @@ func TestLegacyClientStreamResult(t *testing.T) {
 	eachBroker(t, func(t *testing.T, broker string) {
 		mcpURL, _ := officialSystem(t, broker, demoWorker)
 
-		s := runLegacyClient(t, mcpURL, "stream-result", "render_report", `{"title":"Q3","pages":2}`, "2 pages rendered")
-		wantReport(t, s.clientSummary)
+		s := wantReportThenWait(t, runLegacyClient, mcpURL, "stream-result")
 		if s.TTL == nil || *s.TTL != 60000 {
 			t.Fatalf("created task ttl %v, want the requested 60000", s.TTL)
-		}
-
-		w := runLegacyClient(t, mcpURL, "stream-result", "wait", `{"ms":300}`, "waited 300 ms")
-		if w.Status != "completed" || w.TaskID == s.TaskID {
-			t.Fatalf("summary %+v", w)
 		}
 	})
 }

@@ -14,6 +14,32 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/testpki"
 )
 
+// securePKI is a CA named name and, signed by it, the server's certificate
+// (name-server) and a client's (mcpq), as files.
+type securePKI struct {
+	*testpki.CA
+	cert, key, clientCert, clientKey string
+}
+
+func newSecurePKI(t *testing.T, name string) securePKI {
+	t.Helper()
+	p := securePKI{CA: testpki.NewCA(t, name)}
+	p.cert, p.key = p.CA.Server(t, name+"-server")
+	p.clientCert, p.clientKey = p.CA.Client(t, "mcpq")
+	return p
+}
+
+// wantSecureTask fails the test unless a render_report task created through
+// mcpURL completes.
+func wantSecureTask(t *testing.T, mcpURL string) {
+	t.Helper()
+	c := harness.NewClient(mcpURL, true)
+	id := c.StartTask(t, "render_report", map[string]any{"title": "secure", "pages": 1})
+	if tk := c.WaitStatus(t, id, 20*time.Second, "completed", "failed", "cancelled"); tk.Status != "completed" {
+		t.Fatalf("task ended %s: %+v", tk.Status, tk)
+	}
+}
+
 // A nats-server as production runs it: operator mode (accounts and users
 // as JWTs, users authenticating with credentials files) and TLS that
 // verifies clients' certificates. api and worker connect with a tls:// URL,
@@ -23,9 +49,7 @@ import (
 func TestSecureNATS(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	ca := testpki.NewCA(t, "nats")
-	cert, key := ca.Server(t, "nats-server")
-	ccert, ckey := ca.Client(t, "mcpq")
+	pki := newSecurePKI(t, "nats")
 	op := natstest.NewOperator(t)
 
 	port := harness.FreePort(t)
@@ -34,28 +58,24 @@ func TestSecureNATS(t *testing.T) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, `listen: "127.0.0.1:%d"
 jetstream { store_dir: %q }
 tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }
-%s`, port, filepath.Join(dir, "js"), cert, key, ca.CertFile, op.Config()), 0o600); err != nil {
+%s`, port, filepath.Join(dir, "js"), pki.cert, pki.key, pki.CertFile, op.Config()), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ns := harness.Start(t, "nats-server", b.NATSServer, nil, "-c", conf)
 	ns.WaitOutput(t, "Server is ready", 20*time.Second)
 
 	url := fmt.Sprintf("tls://127.0.0.1:%d", port)
-	tlsArgs := []string{"--nats-tls-ca", ca.CertFile, "--nats-tls-cert", ccert, "--nats-tls-key", ckey}
+	tlsArgs := []string{"--nats-tls-ca", pki.CertFile, "--nats-tls-cert", pki.clientCert, "--nats-tls-key", pki.clientKey}
 	be := harness.Backend{Name: "nats", Args: append([]string{"--nats", url, "--nats-creds", op.Creds(t, "api")}, tlsArgs...)}
 	prefix := "itsecure"
 	mcpURL, _ := harness.API(t, b, be, prefix)
 	// The worker takes its settings from the environment, as in a container.
 	wenv := []string{"NATS_URL=" + url, "MCPQ_NATS_CREDS=" + op.Creds(t, "worker"),
-		"MCPQ_NATS_TLS_CA=" + ca.CertFile, "MCPQ_NATS_TLS_CERT=" + ccert, "MCPQ_NATS_TLS_KEY=" + ckey}
+		"MCPQ_NATS_TLS_CA=" + pki.CertFile, "MCPQ_NATS_TLS_CERT=" + pki.clientCert, "MCPQ_NATS_TLS_KEY=" + pki.clientKey}
 	w := harness.Start(t, "worker", b.Worker, wenv, "--prefix", prefix, "--log-json")
 	w.WaitOutput(t, "worker running", 20*time.Second)
 
-	c := harness.NewClient(mcpURL, true)
-	id := c.StartTask(t, "render_report", map[string]any{"title": "secure", "pages": 1})
-	if tk := c.WaitStatus(t, id, 20*time.Second, "completed", "failed", "cancelled"); tk.Status != "completed" {
-		t.Fatalf("task ended %s: %+v", tk.Status, tk)
-	}
+	wantSecureTask(t, mcpURL)
 
 	for _, bad := range []struct {
 		name string
@@ -64,7 +84,7 @@ tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }
 	}{
 		{"foreign credentials", append([]string{"--nats-creds", op.ForeignCreds(t, "intruder")}, tlsArgs...),
 			[]string{"refused the connection", "Authorization Violation", "--nats-creds"}},
-		{"no client certificate", []string{"--nats-creds", op.Creds(t, "nocert"), "--nats-tls-ca", ca.CertFile},
+		{"no client certificate", []string{"--nats-creds", op.Creds(t, "nocert"), "--nats-tls-ca", pki.CertFile},
 			[]string{"refused the connection", "tls", "--nats-tls-cert"}},
 	} {
 		start := time.Now()
@@ -89,23 +109,17 @@ tls { cert_file: %q, key_file: %q, ca_file: %q, verify: true }
 func TestSecureRedis(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	ca := testpki.NewCA(t, "redis")
-	cert, key := ca.Server(t, "redis-server")
-	ccert, ckey := ca.Client(t, "mcpq")
-	rs := redistest.StartTLS(t, cert, key, ca.CertFile, "--user", "default", "off", "--user", "app", "on", ">s3cret", "~*", "&*", "+@all")
+	pki := newSecurePKI(t, "redis")
+	rs := redistest.StartTLS(t, pki.cert, pki.key, pki.CertFile, "--user", "default", "off", "--user", "app", "on", ">s3cret", "~*", "&*", "+@all")
 
 	env := []string{"MCPQ_BROKER=asynq", "REDIS_URL=rediss://" + rs.Addr + "/0", "MCPQ_REDIS_USER=app", "MCPQ_REDIS_PASSWORD=s3cret",
-		"MCPQ_REDIS_TLS_CA=" + ca.CertFile, "MCPQ_REDIS_TLS_CERT=" + ccert, "MCPQ_REDIS_TLS_KEY=" + ckey}
+		"MCPQ_REDIS_TLS_CA=" + pki.CertFile, "MCPQ_REDIS_TLS_CERT=" + pki.clientCert, "MCPQ_REDIS_TLS_KEY=" + pki.clientKey}
 	be := harness.Backend{Name: "asynq"}
 	prefix := "itsecureredis"
 	mcpURL, _ := harness.APILogged(t, b, be, prefix, "api", "", env, "--asynqmon")
 	harness.WorkerEnv(t, harness.LogDir(t), b.Worker, "worker", env, be, prefix)
 
-	c := harness.NewClient(mcpURL, true)
-	id := c.StartTask(t, "render_report", map[string]any{"title": "secure", "pages": 1})
-	if tk := c.WaitStatus(t, id, 20*time.Second, "completed", "failed", "cancelled"); tk.Status != "completed" {
-		t.Fatalf("task ended %s: %+v", tk.Status, tk)
-	}
+	wantSecureTask(t, mcpURL)
 	if body := get(t, strings.TrimSuffix(mcpURL, "/mcp")+"/asynqmon/api/queues"); !strings.Contains(body, prefix+".tool.render_report") {
 		t.Errorf("asynqmon lists no queue of ours: %.300s", body)
 	}

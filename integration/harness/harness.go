@@ -126,23 +126,9 @@ type Proc struct {
 }
 
 // SyncBuffer is a buffer safe for concurrent writers: process output, log
-// sinks of in-process components.
-type SyncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *SyncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *SyncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// sinks of in-process components (redistest's, which a Redis server's
+// output goes to as well).
+type SyncBuffer = redistest.SyncBuffer
 
 // Start runs bin with args; it is killed at test cleanup, and its output is
 // logged if the test failed.

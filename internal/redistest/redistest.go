@@ -122,7 +122,7 @@ type Server struct {
 	Port int
 	Dir  string
 	Cmd  *exec.Cmd
-	out  *logBuffer
+	out  *SyncBuffer
 }
 
 // URL is the server's redis:// URL, database 0.
@@ -159,7 +159,7 @@ func StartTLS(t testing.TB, cert, key, caFile string, args ...string) *Server {
 func start(t testing.TB, port int, args []string) *Server {
 	t.Helper()
 	bin := Bin(t)
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: t.TempDir(), out: &logBuffer{}}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: t.TempDir(), out: &SyncBuffer{}}
 	s.Cmd = exec.Command(bin, append(serverArgs(port, s.Dir), args...)...)
 	s.Cmd.Stdout, s.Cmd.Stderr = s.out, s.out
 	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -184,21 +184,25 @@ func start(t testing.TB, port int, args []string) *Server {
 	return s
 }
 
-type logBuffer struct {
+// SyncBuffer is a buffer safe for concurrent writers: a server's output,
+// the log sink of an in-process component. The zero value is ready to use.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
+// Write appends p; it never fails.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
 }
 
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// String is everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // waitPing polls addr with PING (a server that requires a password

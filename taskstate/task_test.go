@@ -146,6 +146,19 @@ func TestValidID(t *testing.T) {
 	}
 }
 
+func TestParseBlobKey(t *testing.T) {
+	t.Parallel()
+	id := taskstate.NewID()
+	if got, name, ok := taskstate.ParseBlobKey(taskstate.BlobKey(id, "artifact/a.txt")); !ok || got != id || name != "artifact/a.txt" {
+		t.Errorf("ParseBlobKey(BlobKey(%q, artifact/a.txt)) = %q, %q, %v", id, got, name, ok)
+	}
+	for _, key := range []string{"", id, id + "/", "short/args", "/args"} {
+		if _, _, ok := taskstate.ParseBlobKey(key); ok {
+			t.Errorf("ParseBlobKey(%q) accepted it", key)
+		}
+	}
+}
+
 func TestCloneIsIndependent(t *testing.T) {
 	t.Parallel()
 	orig := &taskstate.Task{

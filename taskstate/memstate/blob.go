@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -13,8 +12,7 @@ import (
 
 // checkKey refuses a key that is not taskstate.BlobKey of a task id.
 func checkKey(key string) error {
-	id, name, ok := strings.Cut(key, "/")
-	if !ok || name == "" || !taskstate.ValidID(id) {
+	if _, _, ok := taskstate.ParseBlobKey(key); !ok {
 		return fmt.Errorf("memstate: blob key %.200q is not <task id>/<name>", key)
 	}
 	return nil

@@ -27,17 +27,13 @@ func (s *Store) PutBlob(ctx context.Context, key string, r io.Reader, ttl time.D
 	if err != nil {
 		return 0, fmt.Errorf("memstate: put blob %s: %w", key, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.blobs.put(key, b, ttl, time.Now())
+	s.putEntry(s.blobs, key, b, ttl)
 	return int64(len(b)), nil
 }
 
 // Blob implements taskstate.Blobs.
 func (s *Store) Blob(ctx context.Context, key string) (io.ReadCloser, int64, error) {
-	s.mu.Lock()
-	b, ok := s.blobs.get(key, time.Now())
-	s.mu.Unlock()
+	b, ok := s.entry(s.blobs, key)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: blob %.200q", taskstate.ErrNotFound, key)
 	}

@@ -2,6 +2,7 @@ package memstate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -216,6 +217,40 @@ func (m entries) put(key string, data []byte, ttl time.Duration, now time.Time) 
 		e.expires = now.Add(ttl)
 	}
 	m[key] = e
+}
+
+// putEntry is put on one of the store's entries, under its lock.
+func (s *Store) putEntry(m entries, key string, data []byte, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.put(key, data, ttl, time.Now())
+}
+
+// entry is get on one of the store's entries, under its lock.
+func (s *Store) entry(m entries, key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.get(key, time.Now())
+}
+
+// putJSON stores v's JSON under key for ttl; what names the write in an
+// error.
+func (s *Store) putJSON(m entries, key string, v any, ttl time.Duration, what string) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("memstate: %s: %w", what, err)
+	}
+	s.putEntry(m, key, b, ttl)
+	return nil
+}
+
+// decodeJSON reads an entry putJSON stored; what names it in an error.
+func decodeJSON[T any](b []byte, what string) (*T, error) {
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("memstate: %s: %w", what, err)
+	}
+	return &v, nil
 }
 
 func (m entries) deletePrefix(prefix string) {

@@ -2,7 +2,6 @@ package memstate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,21 +16,12 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if t.Name == "" {
 		return errors.New("memstate: publish: a catalog entry needs a name")
 	}
-	b, err := json.Marshal(t)
-	if err != nil {
-		return fmt.Errorf("memstate: publish %s: %w", t.Key(), err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tools.put(t.Key(), b, s.cfg.ToolRetention, time.Now())
-	return nil
+	return s.putJSON(s.tools, t.Key(), t, s.cfg.ToolRetention, "publish "+t.Key())
 }
 
 // Tool implements taskstate.Catalog.
 func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
-	s.mu.Lock()
-	b, ok := s.tools.get(key, time.Now())
-	s.mu.Unlock()
+	b, ok := s.entry(s.tools, key)
 	if !ok {
 		return nil, fmt.Errorf("%w: catalog entry %.200q", taskstate.ErrNotFound, key)
 	}
@@ -77,9 +67,5 @@ func (s *Store) RemoveTool(ctx context.Context, key string) error {
 }
 
 func decodeTool(b []byte) (*taskstate.ToolInfo, error) {
-	var t taskstate.ToolInfo
-	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, fmt.Errorf("memstate: catalog entry: %w", err)
-	}
-	return &t, nil
+	return decodeJSON[taskstate.ToolInfo](b, "catalog entry")
 }

@@ -31,15 +31,9 @@ func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 
 // Session reads a session (ErrNotFound if absent or expired): taskstate.Sessions.
 func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
-	e, err := s.sessions.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, taskstate.ErrNotFound
-	}
+	e, err := getByID(ctx, s.sessions, id, "session")
 	if err != nil {
-		return nil, fmt.Errorf("natskv: session %s: %w", id, err)
+		return nil, err
 	}
 	var sess taskstate.Session
 	if err := json.Unmarshal(e.Value(), &sess); err != nil {

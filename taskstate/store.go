@@ -149,6 +149,25 @@ type Session struct {
 	CreatedAt     time.Time `json:"createdAt"`
 }
 
+// EncodeSession and DecodeSession are the one serialization every Sessions
+// uses. EncodeSession refuses a session whose ID ValidID rejects: no
+// reader could ask for it.
+func EncodeSession(s *Session) ([]byte, error) {
+	if !ValidID(s.ID) {
+		return nil, fmt.Errorf("taskstate: session: invalid id %q", s.ID)
+	}
+	return json.Marshal(s)
+}
+
+// DecodeSession reads a session stored by EncodeSession.
+func DecodeSession(b []byte) (*Session, error) {
+	var s Session
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("taskstate: decode session: %w", err)
+	}
+	return &s, nil
+}
+
 // Catalog keeps the tools, prompts, resources, resource templates and
 // completions workers serve. An entry outlives its
 // workers: it is kept for the store's retention after its last refresh, or

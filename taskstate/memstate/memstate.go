@@ -2,7 +2,6 @@ package memstate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -231,26 +230,6 @@ func (s *Store) entry(m entries, key string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return m.get(key, time.Now())
-}
-
-// putJSON stores v's JSON under key for ttl; what names the write in an
-// error.
-func (s *Store) putJSON(m entries, key string, v any, ttl time.Duration, what string) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("memstate: %s: %w", what, err)
-	}
-	s.putEntry(m, key, b, ttl)
-	return nil
-}
-
-// decodeJSON reads an entry putJSON stored; what names it in an error.
-func decodeJSON[T any](b []byte, what string) (*T, error) {
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("memstate: %s: %w", what, err)
-	}
-	return &v, nil
 }
 
 func (m entries) deletePrefix(prefix string) {

@@ -10,10 +10,12 @@ import (
 // PutSession implements taskstate.Sessions: the session expires
 // Config.SessionTTL after this write.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
-	if !taskstate.ValidID(sess.ID) {
-		return fmt.Errorf("memstate: put session: invalid session id %q", sess.ID)
+	b, err := taskstate.EncodeSession(sess)
+	if err != nil {
+		return fmt.Errorf("memstate: put session: %w", err)
 	}
-	return s.putJSON(s.sessions, sess.ID, sess, s.cfg.SessionTTL, "put session")
+	s.putEntry(s.sessions, sess.ID, b, s.cfg.SessionTTL)
+	return nil
 }
 
 // Session implements taskstate.Sessions.
@@ -22,7 +24,7 @@ func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, err
 	if !ok {
 		return nil, fmt.Errorf("%w: session %.64q", taskstate.ErrNotFound, id)
 	}
-	return decodeJSON[taskstate.Session](b, "session "+id)
+	return taskstate.DecodeSession(b)
 }
 
 // DeleteSession implements taskstate.Sessions.

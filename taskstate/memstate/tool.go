@@ -2,6 +2,7 @@ package memstate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,7 +17,12 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if t.Name == "" {
 		return errors.New("memstate: publish: a catalog entry needs a name")
 	}
-	return s.putJSON(s.tools, t.Key(), t, s.cfg.ToolRetention, "publish "+t.Key())
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("memstate: publish %s: %w", t.Key(), err)
+	}
+	s.putEntry(s.tools, t.Key(), b, s.cfg.ToolRetention)
+	return nil
 }
 
 // Tool implements taskstate.Catalog.
@@ -67,5 +73,9 @@ func (s *Store) RemoveTool(ctx context.Context, key string) error {
 }
 
 func decodeTool(b []byte) (*taskstate.ToolInfo, error) {
-	return decodeJSON[taskstate.ToolInfo](b, "catalog entry")
+	var t taskstate.ToolInfo
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, fmt.Errorf("memstate: catalog entry: %w", err)
+	}
+	return &t, nil
 }

@@ -58,6 +58,19 @@ func Purgeable(t *Task) error {
 	return nil
 }
 
+// GetPurgeable is how a Store.Delete that reads before it removes starts:
+// it reads id from s and returns the record if Purgeable allows its purge.
+func GetPurgeable(ctx context.Context, s Store, id string) (*Task, error) {
+	t, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := Purgeable(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // WatchRecord is a Store's Watch (current set) or Follow, for the stores to
 // share. It refuses a malformed id with ErrNotFound, calls subscribe and
 // then, with current, reads the record from s, so no version written after

@@ -32,6 +32,17 @@ type Blobs interface {
 // "artifact/<name>").
 func BlobKey(taskID, name string) string { return taskID + "/" + name }
 
+// ParseBlobKey reads a BlobKey back; false unless key is a valid task id, a
+// "/" and a name that is not empty. Stores use it to refuse a key no task
+// could have before touching the backend.
+func ParseBlobKey(key string) (taskID, name string, ok bool) {
+	taskID, name, ok = strings.Cut(key, "/")
+	if !ok || name == "" || !ValidID(taskID) {
+		return "", "", false
+	}
+	return taskID, name, true
+}
+
 // BlobRef stands in a record for a payload kept in a blob.
 type BlobRef struct {
 	Key  string `json:"key"`

@@ -58,6 +58,88 @@ func Purgeable(t *Task) error {
 	return nil
 }
 
+// GetPurgeable is how a Store.Delete that reads before it removes starts:
+// it reads id from s and returns the record if Purgeable allows its purge.
+func GetPurgeable(ctx context.Context, s Store, id string) (*Task, error) {
+	t, err := s.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := Purgeable(t); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// WatchRecord is a Store's Watch (current set) or Follow, for the stores to
+// share. It refuses a malformed id with ErrNotFound, calls subscribe and
+// then, with current, reads the record from s, so no version written after
+// that read is missed. On the channel it returns it delivers the record it
+// read and then the version read makes of each announcement arriving on
+// the subscription's channel, until it has delivered a terminal version,
+// ctx ends, done closes, the subscription's channel closes or read returns
+// false (the record is gone); then it calls the subscription's stop and
+// closes the channel. A nil version from read, or one no newer than the
+// last delivered (its revision is last), is skipped.
+func WatchRecord[T any](ctx context.Context, s Store, id string, current bool, done <-chan struct{},
+	subscribe func(ctx context.Context, id string) (in <-chan T, stop func(), err error),
+	read func(ctx context.Context, id string, v T, last uint64) (*Task, bool)) (<-chan *Task, error) {
+	if !ValidID(id) {
+		return nil, ErrNotFound
+	}
+	in, stop, err := subscribe(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var cur *Task
+	if current {
+		if cur, err = s.Get(ctx, id); err != nil {
+			stop()
+			return nil, err
+		}
+	}
+	out := make(chan *Task, 1)
+	go func() {
+		defer close(out)
+		defer stop()
+		var last uint64
+		send := func(t *Task) bool { // false: the relay ends
+			last = t.Revision
+			select {
+			case out <- t:
+				return !t.Status.Terminal()
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if cur != nil && !send(cur) {
+			return
+		}
+		for {
+			var v T
+			var ok bool
+			select {
+			case <-ctx.Done():
+				return
+			case <-done:
+				return
+			case v, ok = <-in:
+			}
+			if !ok {
+				return
+			}
+			t, more := read(ctx, id, v, last)
+			if !more {
+				return
+			}
+			if t != nil && t.Revision > last && !send(t) {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
 // Sessions keeps 2025-11-25 protocol sessions, so any api replica can serve
 // any session. Sessions expire a fixed time after they were created.
 type Sessions interface {
@@ -78,6 +160,25 @@ type Session struct {
 	// notifications/resources/updated for.
 	Subscriptions []string  `json:"subscriptions,omitempty"`
 	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// EncodeSession and DecodeSession are the one serialization every Sessions
+// uses. EncodeSession refuses a session whose ID ValidID rejects: no
+// reader could ask for it.
+func EncodeSession(s *Session) ([]byte, error) {
+	if !ValidID(s.ID) {
+		return nil, fmt.Errorf("taskstate: session: invalid id %q", s.ID)
+	}
+	return json.Marshal(s)
+}
+
+// DecodeSession reads a session stored by EncodeSession.
+func DecodeSession(b []byte) (*Session, error) {
+	var s Session
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("taskstate: decode session: %w", err)
+	}
+	return &s, nil
 }
 
 // Catalog keeps the tools, prompts, resources, resource templates and

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 )
 
@@ -177,44 +178,23 @@ func (t *Task) TTL() time.Duration { return time.Duration(t.TTLMs) * time.Millis
 // Clone returns a deep enough copy that mutating maps on it leaves t alone.
 func (t *Task) Clone() *Task {
 	c := *t
-	if t.InputRequests != nil {
-		c.InputRequests = make(map[string]json.RawMessage, len(t.InputRequests))
-		for k, v := range t.InputRequests {
-			c.InputRequests[k] = v
-		}
+	c.InputRequests = maps.Clone(t.InputRequests)
+	c.InputResponses = maps.Clone(t.InputResponses)
+	c.Lease = clonePtr(t.Lease)
+	c.Parked = clonePtr(t.Parked)
+	c.ArgumentsRef = clonePtr(t.ArgumentsRef)
+	c.ResultRef = clonePtr(t.ResultRef)
+	c.Artifacts = maps.Clone(t.Artifacts)
+	c.Error = clonePtr(t.Error)
+	return &c
+}
+
+// clonePtr returns a pointer to a copy of *p (nil for nil).
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
 	}
-	if t.InputResponses != nil {
-		c.InputResponses = make(map[string]json.RawMessage, len(t.InputResponses))
-		for k, v := range t.InputResponses {
-			c.InputResponses[k] = v
-		}
-	}
-	if t.Lease != nil {
-		l := *t.Lease
-		c.Lease = &l
-	}
-	if t.Parked != nil {
-		p := *t.Parked
-		c.Parked = &p
-	}
-	if t.ArgumentsRef != nil {
-		r := *t.ArgumentsRef
-		c.ArgumentsRef = &r
-	}
-	if t.ResultRef != nil {
-		r := *t.ResultRef
-		c.ResultRef = &r
-	}
-	if t.Artifacts != nil {
-		c.Artifacts = make(map[string]Artifact, len(t.Artifacts))
-		for k, v := range t.Artifacts {
-			c.Artifacts[k] = v
-		}
-	}
-	if t.Error != nil {
-		e := *t.Error
-		c.Error = &e
-	}
+	c := *p
 	return &c
 }
 

@@ -146,6 +146,44 @@ func TestValidID(t *testing.T) {
 	}
 }
 
+func TestParseBlobKey(t *testing.T) {
+	t.Parallel()
+	id := taskstate.NewID()
+	if got, name, ok := taskstate.ParseBlobKey(taskstate.BlobKey(id, "artifact/a.txt")); !ok || got != id || name != "artifact/a.txt" {
+		t.Errorf("ParseBlobKey(BlobKey(%q, artifact/a.txt)) = %q, %q, %v", id, got, name, ok)
+	}
+	for _, key := range []string{"", id, id + "/", "short/args", "/args"} {
+		if _, _, ok := taskstate.ParseBlobKey(key); ok {
+			t.Errorf("ParseBlobKey(%q) accepted it", key)
+		}
+	}
+}
+
+func TestSessionCodec(t *testing.T) {
+	t.Parallel()
+	want := &taskstate.Session{
+		ID: taskstate.NewID(), ProtocolVersion: "2025-11-25", Owner: "alice",
+		ClientInfo: json.RawMessage(`{"name":"c"}`), Subscriptions: []string{"mcpq://x"}, CreatedAt: time.Unix(1, 0).UTC(),
+	}
+	b, err := taskstate.EncodeSession(want)
+	if err != nil {
+		t.Fatalf("EncodeSession: %v", err)
+	}
+	got, err := taskstate.DecodeSession(b)
+	if err != nil {
+		t.Fatalf("DecodeSession: %v", err)
+	}
+	if g, _ := json.Marshal(got); string(g) != string(b) {
+		t.Errorf("DecodeSession(EncodeSession(s)) = %s, want %s", g, b)
+	}
+	if _, err := taskstate.EncodeSession(&taskstate.Session{ID: "a.b"}); err == nil {
+		t.Error("EncodeSession accepted a session with an invalid id")
+	}
+	if _, err := taskstate.DecodeSession([]byte("{")); err == nil {
+		t.Error("DecodeSession accepted malformed JSON")
+	}
+}
+
 func TestCloneIsIndependent(t *testing.T) {
 	t.Parallel()
 	orig := &taskstate.Task{

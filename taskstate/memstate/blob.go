@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -13,8 +12,7 @@ import (
 
 // checkKey refuses a key that is not taskstate.BlobKey of a task id.
 func checkKey(key string) error {
-	id, name, ok := strings.Cut(key, "/")
-	if !ok || name == "" || !taskstate.ValidID(id) {
+	if _, _, ok := taskstate.ParseBlobKey(key); !ok {
 		return fmt.Errorf("memstate: blob key %.200q is not <task id>/<name>", key)
 	}
 	return nil
@@ -29,17 +27,13 @@ func (s *Store) PutBlob(ctx context.Context, key string, r io.Reader, ttl time.D
 	if err != nil {
 		return 0, fmt.Errorf("memstate: put blob %s: %w", key, err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.blobs.put(key, b, ttl, time.Now())
+	s.putEntry(s.blobs, key, b, ttl)
 	return int64(len(b)), nil
 }
 
 // Blob implements taskstate.Blobs.
 func (s *Store) Blob(ctx context.Context, key string) (io.ReadCloser, int64, error) {
-	s.mu.Lock()
-	b, ok := s.blobs.get(key, time.Now())
-	s.mu.Unlock()
+	b, ok := s.entry(s.blobs, key)
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: blob %.200q", taskstate.ErrNotFound, key)
 	}

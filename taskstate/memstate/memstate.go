@@ -218,6 +218,20 @@ func (m entries) put(key string, data []byte, ttl time.Duration, now time.Time) 
 	m[key] = e
 }
 
+// putEntry is put on one of the store's entries, under its lock.
+func (s *Store) putEntry(m entries, key string, data []byte, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.put(key, data, ttl, time.Now())
+}
+
+// entry is get on one of the store's entries, under its lock.
+func (s *Store) entry(m entries, key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.get(key, time.Now())
+}
+
 func (m entries) deletePrefix(prefix string) {
 	for k := range m {
 		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {

@@ -2,9 +2,7 @@ package memstate
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -12,32 +10,21 @@ import (
 // PutSession implements taskstate.Sessions: the session expires
 // Config.SessionTTL after this write.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
-	if !taskstate.ValidID(sess.ID) {
-		return fmt.Errorf("memstate: put session: invalid session id %q", sess.ID)
-	}
-	b, err := json.Marshal(sess)
+	b, err := taskstate.EncodeSession(sess)
 	if err != nil {
 		return fmt.Errorf("memstate: put session: %w", err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.sessions.put(sess.ID, b, s.cfg.SessionTTL, time.Now())
+	s.putEntry(s.sessions, sess.ID, b, s.cfg.SessionTTL)
 	return nil
 }
 
 // Session implements taskstate.Sessions.
 func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
-	s.mu.Lock()
-	b, ok := s.sessions.get(id, time.Now())
-	s.mu.Unlock()
+	b, ok := s.entry(s.sessions, id)
 	if !ok {
 		return nil, fmt.Errorf("%w: session %.64q", taskstate.ErrNotFound, id)
 	}
-	var sess taskstate.Session
-	if err := json.Unmarshal(b, &sess); err != nil {
-		return nil, fmt.Errorf("memstate: session %s: %w", id, err)
-	}
-	return &sess, nil
+	return taskstate.DecodeSession(b)
 }
 
 // DeleteSession implements taskstate.Sessions.

@@ -21,17 +21,13 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return fmt.Errorf("memstate: publish %s: %w", t.Key(), err)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tools.put(t.Key(), b, s.cfg.ToolRetention, time.Now())
+	s.putEntry(s.tools, t.Key(), b, s.cfg.ToolRetention)
 	return nil
 }
 
 // Tool implements taskstate.Catalog.
 func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
-	s.mu.Lock()
-	b, ok := s.tools.get(key, time.Now())
-	s.mu.Unlock()
+	b, ok := s.entry(s.tools, key)
 	if !ok {
 		return nil, fmt.Errorf("%w: catalog entry %.200q", taskstate.ErrNotFound, key)
 	}

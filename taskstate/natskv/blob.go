@@ -36,8 +36,8 @@ func (s *Store) blobBase() string   { return "mcpqblob." + s.cfg.TaskBucket }
 // blobSubject is the subject of part ("m" or "c.<n>") of the blob key
 // (<task id>/<name>).
 func (s *Store) blobSubject(key, part string) (string, error) {
-	task, name, ok := strings.Cut(key, "/")
-	if !ok || !taskstate.ValidID(task) || name == "" {
+	task, name, ok := taskstate.ParseBlobKey(key)
+	if !ok {
 		return "", fmt.Errorf("natskv: blob key %q: want <task id>/<name>", key)
 	}
 	return s.blobBase() + "." + task + "." + toolKey(name) + "." + part, nil

@@ -270,17 +270,27 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 
 // Get reads the record (ErrNotFound if absent): taskstate.Store.
 func (s *Store) Get(ctx context.Context, id string) (*taskstate.Task, error) {
+	e, err := getByID(ctx, s.tasks, id, "get")
+	if err != nil {
+		return nil, err
+	}
+	return taskstate.Decode(e.Value(), e.Revision())
+}
+
+// getByID reads the entry of id in kv: ErrNotFound when id is malformed or
+// the entry absent or deleted; other errors name the operation (what).
+func getByID(ctx context.Context, kv jetstream.KeyValue, id, what string) (jetstream.KeyValueEntry, error) {
 	if !taskstate.ValidID(id) {
 		return nil, taskstate.ErrNotFound
 	}
-	e, err := s.tasks.Get(ctx, id)
+	e, err := kv.Get(ctx, id)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, taskstate.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natskv: get %s: %w", id, err)
+		return nil, fmt.Errorf("natskv: %s %s: %w", what, id, err)
 	}
-	return taskstate.Decode(e.Value(), e.Revision())
+	return e, nil
 }
 
 // Update writes the record if its Revision is still the stored one (ErrConflict otherwise): taskstate.Store.
@@ -332,109 +342,59 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 // Watch implements taskstate.Store. One bucket-wide watcher per Store fans
 // updates out to callers, so a waiting call costs no consumer of its own.
 func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
-	hub, err := s.hub()
-	if err != nil {
-		return nil, err
-	}
-	in := hub.add(id)
-	cur, err := s.Get(ctx, id)
-	if err != nil {
-		hub.remove(id, in)
-		return nil, err
-	}
-	return s.relay(ctx, hub, id, in, cur), nil
+	return taskstate.WatchRecord(ctx, s, id, true, s.closed, s.subscribe, readUpdate)
 }
 
 // Follow implements taskstate.Store, on the same bucket-wide watcher.
 func (s *Store) Follow(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
+	return taskstate.WatchRecord(ctx, s, id, false, s.closed, s.subscribe, readUpdate)
+}
+
+// subscribe has the hub hand id's new versions to the channel it returns
+// until stop.
+func (s *Store) subscribe(_ context.Context, id string) (in <-chan *taskstate.Task, stop func(), err error) {
 	hub, err := s.hub()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.relay(ctx, hub, id, hub.add(id), nil), nil
+	ch := hub.add(id)
+	return ch, func() { hub.remove(id, ch) }, nil
 }
 
-// relay delivers cur (when not nil) and then the newer versions arriving on
-// in, until a terminal one, ctx's end, the Store's close or a deletion.
-func (s *Store) relay(ctx context.Context, hub *watchHub, id string, in chan *taskstate.Task, cur *taskstate.Task) <-chan *taskstate.Task {
-	out := make(chan *taskstate.Task, 1)
-	go func() {
-		defer close(out)
-		defer hub.remove(id, in)
-		var last uint64
-		if cur != nil {
-			if !send(ctx, out, cur) || cur.Status.Terminal() {
-				return
-			}
-			last = cur.Revision
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				return
-			case t, ok := <-in:
-				if !ok || t == nil { // closed, or deleted
-					return
-				}
-				if t.Revision <= last {
-					continue
-				}
-				last = t.Revision
-				if !send(ctx, out, t) || t.Status.Terminal() {
-					return
-				}
-			}
-		}
-	}()
-	return out
-}
-
-func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) bool {
-	select {
-	case ch <- t:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+// readUpdate passes on a version the hub handed over; a nil one (the
+// record was deleted) ends the watch.
+func readUpdate(_ context.Context, _ string, t *taskstate.Task, _ uint64) (*taskstate.Task, bool) {
+	return t, t != nil
 }
 
 func (s *Store) hub() (*watchHub, error) {
+	return started(s, &s.watch, func() (*watchHub, error) { return startWatchHub(s.tasks, s.closed) })
+}
+
+// started returns *p, which start makes under s.mu the first time it is
+// asked for (and again after a failed start).
+func started[T any](s *Store, p **T, start func() (*T, error)) (*T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.watch != nil {
-		return s.watch, nil
+	if *p == nil {
+		v, err := start()
+		if err != nil {
+			return nil, err
+		}
+		*p = v
 	}
-	h, err := startWatchHub(s.tasks, s.closed)
-	if err != nil {
-		return nil, err
-	}
-	s.watch = h
-	return h, nil
+	return *p, nil
 }
 
-// watchHub runs one UpdatesOnly watcher over the bucket and hands each new
-// version to the callers watching that key. A slow caller only ever holds the
-// newest version (the channel has room for one).
-type watchHub struct {
-	mu      sync.Mutex
-	waiters map[string][]chan *taskstate.Task
-}
-
-func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
+// watchKV runs a watcher of kv, handing fn each entry (nil: the initial
+// values have all arrived), until closed closes or stop is called.
+func watchKV(kv jetstream.KeyValue, closed <-chan struct{}, fn func(jetstream.KeyValueEntry), opts ...jetstream.WatchOpt) (stop func(), err error) {
 	wctx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx, jetstream.UpdatesOnly())
+	w, err := kv.WatchAll(wctx, opts...)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("natskv: watch: %w", err)
+		return nil, err
 	}
-	// An UpdatesOnly watcher is live when WatchAll returns (its consumer
-	// starts at the next message) and sends no readiness marker.
-	h := &watchHub{waiters: map[string][]chan *taskstate.Task{}}
 	go func() {
 		defer cancel()
 		for {
@@ -446,23 +406,41 @@ func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, er
 				if !ok {
 					return
 				}
-				if e == nil {
-					continue
-				}
-				if !h.watched(e.Key()) {
-					continue // nobody waits on this task: skip the decode
-				}
-				var t *taskstate.Task
-				if e.Operation() == jetstream.KeyValuePut {
-					var err error
-					if t, err = taskstate.Decode(e.Value(), e.Revision()); err != nil {
-						continue
-					}
-				}
-				h.deliver(e.Key(), t)
+				fn(e)
 			}
 		}
 	}()
+	return cancel, nil
+}
+
+// watchHub runs one UpdatesOnly watcher over the bucket and hands each new
+// version to the callers watching that key. A slow caller only ever holds the
+// newest version (the channel has room for one).
+type watchHub struct {
+	mu      sync.Mutex
+	waiters map[string][]chan *taskstate.Task
+}
+
+func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
+	// An UpdatesOnly watcher is live when WatchAll returns (its consumer
+	// starts at the next message) and sends no readiness marker.
+	h := &watchHub{waiters: map[string][]chan *taskstate.Task{}}
+	_, err := watchKV(kv, closed, func(e jetstream.KeyValueEntry) {
+		if e == nil || !h.watched(e.Key()) {
+			return // nobody waits on this task: skip the decode
+		}
+		var t *taskstate.Task
+		if e.Operation() == jetstream.KeyValuePut {
+			var err error
+			if t, err = taskstate.Decode(e.Value(), e.Revision()); err != nil {
+				return
+			}
+		}
+		h.deliver(e.Key(), t)
+	}, jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, fmt.Errorf("natskv: watch: %w", err)
+	}
 	return h, nil
 }
 

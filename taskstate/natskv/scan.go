@@ -114,11 +114,8 @@ func mayBeActive(v []byte) bool {
 // if the record is still the terminal version it read, and the task's
 // blobs.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	t, err := s.Get(ctx, id)
+	t, err := taskstate.GetPurgeable(ctx, s, id)
 	if err != nil {
-		return err
-	}
-	if err := taskstate.Purgeable(t); err != nil {
 		return err
 	}
 	err = s.tasks.Purge(ctx, id, jetstream.LastRevision(t.Revision))

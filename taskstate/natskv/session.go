@@ -2,7 +2,6 @@ package natskv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -16,12 +15,9 @@ import (
 
 // PutSession stores the session: taskstate.Sessions.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
-	if !taskstate.ValidID(sess.ID) {
-		return fmt.Errorf("natskv: session: invalid id %q", sess.ID)
-	}
-	b, err := json.Marshal(sess)
+	b, err := taskstate.EncodeSession(sess)
 	if err != nil {
-		return err
+		return fmt.Errorf("natskv: put session: %w", err)
 	}
 	if _, err := s.sessions.Put(ctx, sess.ID, b); err != nil {
 		return fmt.Errorf("natskv: put session: %w", err)
@@ -31,21 +27,11 @@ func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
 
 // Session reads a session (ErrNotFound if absent or expired): taskstate.Sessions.
 func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
-	e, err := s.sessions.Get(ctx, id)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, taskstate.ErrNotFound
-	}
+	e, err := getByID(ctx, s.sessions, id, "session")
 	if err != nil {
-		return nil, fmt.Errorf("natskv: session %s: %w", id, err)
+		return nil, err
 	}
-	var sess taskstate.Session
-	if err := json.Unmarshal(e.Value(), &sess); err != nil {
-		return nil, fmt.Errorf("natskv: decode session: %w", err)
-	}
-	return &sess, nil
+	return taskstate.DecodeSession(e.Value())
 }
 
 // DeleteSession removes a session (nil if absent): taskstate.Sessions.

@@ -39,14 +39,8 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 	if err != nil {
 		return fmt.Errorf("natskv: publish tool %s: %w", t.Name, err)
 	}
-	// Read your own writes: the cache's watcher may not have seen the put yet.
-	s.mu.Lock()
-	c := s.catalog
-	s.mu.Unlock()
-	if c != nil {
-		info := *t
-		c.set(toolKey(t.Key()), &info, rev)
-	}
+	info := *t
+	s.cached(toolKey(t.Key()), &info, rev)
 	return nil
 }
 
@@ -69,17 +63,18 @@ func (s *Store) Tools(ctx context.Context) ([]*taskstate.ToolInfo, error) {
 }
 
 func (s *Store) cat(ctx context.Context) (*catalogCache, error) {
+	return started(s, &s.catalog, func() (*catalogCache, error) { return startCatalog(ctx, s.tools, s.closed) })
+}
+
+// cached records a write of this Store in its catalog cache, if it has one
+// (read your own writes: the cache's watcher may not have seen it yet).
+func (s *Store) cached(key string, t *taskstate.ToolInfo, rev uint64) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.catalog != nil {
-		return s.catalog, nil
+	c := s.catalog
+	s.mu.Unlock()
+	if c != nil {
+		c.set(key, t, rev)
 	}
-	c, err := startCatalog(ctx, s.tools, s.closed)
-	if err != nil {
-		return nil, err
-	}
-	s.catalog = c
-	return c, nil
 }
 
 // catalogCache mirrors the tool bucket in memory through a watcher, so
@@ -97,42 +92,25 @@ type catalogEntry struct {
 }
 
 func startCatalog(ctx context.Context, kv jetstream.KeyValue, closed <-chan struct{}) (*catalogCache, error) {
-	wctx, cancel := context.WithCancel(context.Background())
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
-	}
 	c := &catalogCache{tools: map[string]catalogEntry{}}
 	ready := make(chan struct{})
-	go func() {
-		defer cancel()
-		initial := true
-		for {
-			select {
-			case <-closed:
-				_ = w.Stop()
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					if initial {
-						initial = false
-						close(ready)
-					}
-					continue
-				}
-				c.apply(e)
-			}
+	initial := true
+	stop, err := watchKV(kv, closed, func(e jetstream.KeyValueEntry) {
+		if e != nil {
+			c.apply(e)
+		} else if initial {
+			initial = false
+			close(ready)
 		}
-	}()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natskv: watch catalog: %w", err)
+	}
 	select {
 	case <-ready:
 		return c, nil
 	case <-ctx.Done():
-		cancel()
+		stop()
 		return nil, ctx.Err()
 	}
 }
@@ -214,12 +192,6 @@ func (s *Store) RemoveTool(ctx context.Context, key string) error {
 	if err := s.tools.Delete(ctx, toolKey(key), jetstream.LastRevision(e.Revision())); err != nil {
 		return fmt.Errorf("natskv: remove tool %s: %w", key, err)
 	}
-	// Read your own writes: the delete is newer than what was read.
-	s.mu.Lock()
-	c := s.catalog
-	s.mu.Unlock()
-	if c != nil {
-		c.set(toolKey(key), nil, e.Revision()+1)
-	}
+	s.cached(toolKey(key), nil, e.Revision()+1) // the delete is newer than what was read
 	return nil
 }

@@ -1,60 +1,15 @@
 package redisstate_test
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 )
-
-// commandCounter is a go-redis hook that counts the commands a client sends
-// and the arguments they carry (keys and ids included).
-type commandCounter struct {
-	mu    sync.Mutex
-	calls map[string]int
-	args  int
-}
-
-func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (c *commandCounter) count(cmd redis.Cmder) {
-	c.mu.Lock()
-	c.calls[cmd.Name()]++
-	c.args += len(cmd.Args())
-	c.mu.Unlock()
-}
-
-// reset returns the counts so far and starts again from zero.
-func (c *commandCounter) reset() (calls map[string]int, args int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls, args = c.calls, c.args
-	c.calls, c.args = map[string]int{}, 0
-	return calls, args
-}
 
 // scanActiveIDs returns the ids an active Scan of s visits, sorted.
 func scanActiveIDs(t *testing.T, s *redisstate.Store) []string {

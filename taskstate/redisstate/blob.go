@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,8 +22,8 @@ const blobChunk = 256 << 10
 var _ taskstate.Blobs = (*Store)(nil)
 
 func (s *Store) blobKey(key string) (string, string, error) {
-	task, name, ok := strings.Cut(key, "/")
-	if !ok || !taskstate.ValidID(task) || name == "" {
+	task, name, ok := taskstate.ParseBlobKey(key)
+	if !ok {
 		return "", "", fmt.Errorf("redisstate: blob key %q: want <task id>/<name>", key)
 	}
 	return s.cfg.Prefix + "blob:" + task + ":" + name, s.cfg.Prefix + "blobs:" + task, nil

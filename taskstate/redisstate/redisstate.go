@@ -259,37 +259,19 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 // channel before reading the record, so every version after the one it
 // delivers first reaches it; a watcher that falls behind skips to the newest.
 func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
-	sub, inbox, err := s.subscribe(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	cur, err := s.Get(ctx, id)
-	if err != nil {
-		_ = sub.Close()
-		return nil, err
-	}
-	return s.relay(ctx, id, sub, inbox, cur), nil
+	return taskstate.WatchRecord(ctx, s, id, true, s.closed, s.subscribe, s.readChange)
 }
 
 // Follow implements taskstate.Store: the change channel without a read.
 func (s *Store) Follow(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
-	if !taskstate.ValidID(id) {
-		return nil, taskstate.ErrNotFound
-	}
-	sub, inbox, err := s.subscribe(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.relay(ctx, id, sub, inbox, nil), nil
+	return taskstate.WatchRecord(ctx, s, id, false, s.closed, s.subscribe, s.readChange)
 }
 
-// subscribe subscribes to id's change channel. The inbox holds the newest
-// unread notification: "<rev> <JSON>", or "" when the subscription was
-// renewed after a reconnection and the record must be read again.
-func (s *Store) subscribe(ctx context.Context, id string) (*redissub.Sub, chan string, error) {
+// subscribe subscribes to id's change channel until stop. The inbox holds
+// the newest unread notification: "<rev> <JSON>", or "" when the
+// subscription was renewed after a reconnection and the record must be read
+// again.
+func (s *Store) subscribe(ctx context.Context, id string) (in <-chan string, stop func(), err error) {
 	inbox := make(chan string, 1)
 	push := func(p string) {
 		select {
@@ -309,50 +291,21 @@ func (s *Store) subscribe(ctx context.Context, id string) (*redissub.Sub, chan s
 	if err != nil {
 		return nil, nil, fmt.Errorf("redisstate: watch %s: %w", id, err)
 	}
-	return sub, inbox, nil
+	return inbox, func() { _ = sub.Close() }, nil
 }
 
-// relay delivers cur (when not nil) and then each newer version announced
-// on inbox, until a terminal one, ctx's end, the Store's close or the
-// record's removal.
-func (s *Store) relay(ctx context.Context, id string, sub *redissub.Sub, inbox chan string, cur *taskstate.Task) <-chan *taskstate.Task {
-	out := make(chan *taskstate.Task, 1)
-	go func() {
-		defer close(out)
-		defer sub.Close()
-		var last uint64
-		if cur != nil {
-			if !send(ctx, out, cur) || cur.Status.Terminal() {
-				return
-			}
-			last = cur.Revision
-		}
-		for {
-			var p string
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.closed:
-				return
-			case p = <-inbox:
-			}
-			t, err := s.decodeChange(ctx, id, p)
-			if errors.Is(err, taskstate.ErrNotFound) {
-				if last == 0 {
-					continue // followed before its creation: not there yet
-				}
-				return // the record is gone
-			}
-			if err != nil || t.Revision <= last {
-				continue // unreadable, or older than what was delivered
-			}
-			last = t.Revision
-			if !send(ctx, out, t) || t.Status.Terminal() {
-				return
-			}
-		}
-	}()
-	return out
+// readChange reads the version a notification announces; false when the
+// record is gone. A record not there yet (followed before its creation) or
+// an unreadable notification is skipped.
+func (s *Store) readChange(ctx context.Context, id, p string, last uint64) (*taskstate.Task, bool) {
+	t, err := s.decodeChange(ctx, id, p)
+	if errors.Is(err, taskstate.ErrNotFound) {
+		return nil, last == 0
+	}
+	if err != nil {
+		return nil, true
+	}
+	return t, true
 }
 
 // decodeChange turns a change notification into a record; "" re-reads it.
@@ -369,13 +322,4 @@ func (s *Store) decodeChange(ctx context.Context, id, p string) (*taskstate.Task
 		return nil, fmt.Errorf("redisstate: malformed change notification for %s", id)
 	}
 	return taskstate.Decode([]byte(body), rev)
-}
-
-func send(ctx context.Context, ch chan<- *taskstate.Task, t *taskstate.Task) bool {
-	select {
-	case ch <- t:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

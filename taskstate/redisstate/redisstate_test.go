@@ -1,8 +1,10 @@
 package redisstate_test
 
 import (
+	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,26 +59,9 @@ func TestWatchAcrossStores(t *testing.T) {
 	b := redisstate.New(redistest.Client(t), &redisstate.Config{Prefix: prefix})
 	redistest.DeleteKeys(t, redistest.Client(t), prefix)
 	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
-	ctx := t.Context()
 
-	task := newTask()
-	if err := a.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := b.Watch(ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v := recv(t, ch); v.Revision != task.Revision {
-		t.Fatalf("first version has revision %d, want %d", v.Revision, task.Revision)
-	}
-	done, err := taskstate.Mutate(ctx, a, task.ID, time.Now, func(t *taskstate.Task) error {
-		t.Status = taskstate.Completed
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	task, ch := createWatched(t, a, b)
+	done := setStatus(t, a, task.ID, taskstate.Completed)
 	if v := recv(t, ch); v.Revision != done.Revision || v.Status != taskstate.Completed {
 		t.Fatalf("got revision %d (%s), want %d (completed)", v.Revision, v.Status, done.Revision)
 	}
@@ -108,16 +93,12 @@ func TestExpiryOnlyWhenTerminal(t *testing.T) {
 		return d
 	}
 	for _, st := range []taskstate.Status{taskstate.Working, taskstate.InputRequired, taskstate.Working} {
-		if _, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error { t.Status = st; return nil }); err != nil {
-			t.Fatal(err)
-		}
+		setStatus(t, s, task.ID, st)
 		if d := pttl(); d != -1 {
 			t.Fatalf("active record (%s) has expiry %s, want none", st, d)
 		}
 	}
-	if _, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error { t.Status = taskstate.Failed; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	setStatus(t, s, task.ID, taskstate.Failed)
 	if d := pttl(); d <= 59*time.Second || d > 60*time.Second {
 		t.Fatalf("terminal record expires in %s, want its 60s TTL", d)
 	}
@@ -142,12 +123,6 @@ func TestOwnerIndexRetention(t *testing.T) {
 			t.Fatal(err)
 		}
 		return task
-	}
-	finish := func(task *taskstate.Task) {
-		t.Helper()
-		if _, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error { t.Status = taskstate.Completed; return nil }); err != nil {
-			t.Fatal(err)
-		}
 	}
 	// indexKeys returns the one owner's index keys there are (tasks and
 	// expiring sets), or none.
@@ -219,7 +194,7 @@ func TestOwnerIndexRetention(t *testing.T) {
 	if d := pttl(keys); d != -1 {
 		t.Fatalf("index of an active task expires in %s, want never", d)
 	}
-	finish(lone)
+	setStatus(t, s, lone.ID, taskstate.Completed)
 	if d := pttl(keys); d <= 0 || d > time.Second+10*time.Millisecond {
 		t.Fatalf("index of one task with a 1s retention expires in %s", d)
 	}
@@ -236,11 +211,11 @@ func TestOwnerIndexRetention(t *testing.T) {
 	long := owned("alice", time.Minute)
 	short := owned("alice", time.Second)
 	keys = indexKeys()
-	finish(short)
+	setStatus(t, s, short.ID, taskstate.Completed)
 	if d := pttl(keys); d != -1 {
 		t.Fatalf("index with an active task expires in %s, want never", d)
 	}
-	finish(long)
+	setStatus(t, s, long.ID, taskstate.Completed)
 	if d := pttl(keys); d <= 59*time.Second || d > time.Minute+10*time.Millisecond {
 		t.Fatalf("index of tasks retained up to 60s expires in %s, want about 60s", d)
 	}
@@ -288,30 +263,14 @@ func TestWatchSurvivesReconnect(t *testing.T) {
 	redistest.DeleteKeys(t, admin, prefix)
 	s := redisstate.New(c, &redisstate.Config{Prefix: prefix})
 	t.Cleanup(func() { _ = s.Close() })
-	ctx := t.Context()
-
-	task := newTask()
-	if err := s.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	ch, err := s.Watch(ctx, task.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recv(t, ch)
+	task, ch := createWatched(t, s, s)
 
 	// Kill the store's subscriber connection (named after this test, in
 	// pub/sub mode), then write the terminal version.
 	if n := redistest.KillSubscribers(t, admin, name); n != 1 {
 		t.Fatalf("found %d subscriber connections to kill, want 1", n)
 	}
-	done, err := taskstate.Mutate(ctx, s, task.ID, time.Now, func(t *taskstate.Task) error {
-		t.Status = taskstate.Completed
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	done := setStatus(t, s, task.ID, taskstate.Completed)
 	if v := recv(t, ch); v.Revision != done.Revision {
 		t.Fatalf("after reconnect got revision %d, want %d", v.Revision, done.Revision)
 	}
@@ -323,6 +282,76 @@ func newTask() *taskstate.Task {
 		ID: taskstate.NewID(), Tool: "echo", Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
 		Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60_000,
 	}
+}
+
+// createWatched creates a new task through w and watches it through r,
+// checking that the first version the watch delivers is the one created.
+func createWatched(t *testing.T, w, r *redisstate.Store) (*taskstate.Task, <-chan *taskstate.Task) {
+	t.Helper()
+	task := newTask()
+	if err := w.Create(t.Context(), task); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := r.Watch(t.Context(), task.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := recv(t, ch); v.Revision != task.Revision {
+		t.Fatalf("first version has revision %d, want %d", v.Revision, task.Revision)
+	}
+	return task, ch
+}
+
+// setStatus moves task id of s to st and returns the version it wrote.
+func setStatus(tb testing.TB, s taskstate.Store, id string, st taskstate.Status) *taskstate.Task {
+	tb.Helper()
+	v, err := taskstate.Mutate(tb.Context(), s, id, time.Now, func(t *taskstate.Task) error { t.Status = st; return nil })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
+}
+
+// commandCounter is a go-redis hook that counts the commands a client sends
+// and the arguments they carry (keys and ids included).
+type commandCounter struct {
+	mu    sync.Mutex
+	calls map[string]int
+	args  int
+}
+
+func (c *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *commandCounter) count(cmd redis.Cmder) {
+	c.mu.Lock()
+	c.calls[cmd.Name()]++
+	c.args += len(cmd.Args())
+	c.mu.Unlock()
+}
+
+// reset returns the counts so far and starts again from zero.
+func (c *commandCounter) reset() (calls map[string]int, args int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	calls, args = c.calls, c.args
+	c.calls, c.args = map[string]int{}, 0
+	return calls, args
 }
 
 func recv(t *testing.T, ch <-chan *taskstate.Task) *taskstate.Task {

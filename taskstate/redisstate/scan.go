@@ -108,11 +108,8 @@ return 1`)
 // Delete implements taskstate.Store, the task's blobs included. The owner
 // index entry goes when List next finds the record gone.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	t, err := s.Get(ctx, id)
+	t, err := taskstate.GetPurgeable(ctx, s, id)
 	if err != nil {
-		return err
-	}
-	if err := taskstate.Purgeable(t); err != nil {
 		return err
 	}
 	n, err := deleteScript.Run(ctx, s.rdb, []string{s.taskKey(id), s.activeKey()},

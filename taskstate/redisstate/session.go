@@ -2,7 +2,6 @@ package redisstate
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -18,10 +17,7 @@ func (s *Store) sessionKey(id string) string { return s.cfg.Prefix + "session:" 
 
 // PutSession stores the session: taskstate.Sessions.
 func (s *Store) PutSession(ctx context.Context, sess *taskstate.Session) error {
-	if !taskstate.ValidID(sess.ID) {
-		return fmt.Errorf("redisstate: session: invalid id %q", sess.ID)
-	}
-	b, err := json.Marshal(sess)
+	b, err := taskstate.EncodeSession(sess)
 	if err != nil {
 		return fmt.Errorf("redisstate: put session: %w", err)
 	}
@@ -43,11 +39,7 @@ func (s *Store) Session(ctx context.Context, id string) (*taskstate.Session, err
 	if err != nil {
 		return nil, fmt.Errorf("redisstate: session %s: %w", id, err)
 	}
-	var sess taskstate.Session
-	if err := json.Unmarshal(b, &sess); err != nil {
-		return nil, fmt.Errorf("redisstate: decode session: %w", err)
-	}
-	return &sess, nil
+	return taskstate.DecodeSession(b)
 }
 
 // DeleteSession removes a session (nil if absent): taskstate.Sessions.

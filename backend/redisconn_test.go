@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/internal/testpki"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -90,7 +91,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	t.Parallel()
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
-	waitFor(t, 10*time.Second, func() bool { return strings.Contains(replica.Output(), "MASTER <-> REPLICA sync: Finished") }, "the replica never synced")
+	testenv.Eventually(t, 10*time.Second, "the replica to sync", func() bool { return strings.Contains(replica.Output(), "MASTER <-> REPLICA sync: Finished") })
 	o := &Options{RedisURL: primary.URL(), Redis: RedisConn{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}}
 	if err := connectRedisWith(t, o); err != nil {
 		t.Fatalf("with a live replica: %v", err)
@@ -166,16 +167,5 @@ func TestRedisTarget(t *testing.T) {
 		if strings.Contains(got, "secret") {
 			t.Errorf("%s: the error shows the password: %s", c.url, got)
 		}
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool, why string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", within, why)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

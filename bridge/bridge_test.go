@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 )
 
 // The test binary doubles as the MCP server under test: a go-sdk server on
@@ -262,12 +263,12 @@ func TestCancelReachesTheServer(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan error, 1)
 	go func() { _, err := x.call(t, ctx, f, "slow", `{"steps":100000}`); done <- err }()
-	waitFor(t, "progress", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.progress) > 0 })
+	testenv.Eventually(t, 15*time.Second, "progress", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.progress) > 0 })
 	cancel(consumer.ErrTaskCancelled)
 	if err := <-done; !errors.Is(err, consumer.ErrTaskCancelled) {
 		t.Fatalf("cancelled call returned %v", err)
 	}
-	waitFor(t, "the server's handler cancelled", func() bool {
+	testenv.Eventually(t, 15*time.Second, "the server's handler cancelled", func() bool {
 		b, _ := os.ReadFile(x.marker)
 		return strings.HasPrefix(string(b), "cancelled at step")
 	})
@@ -315,7 +316,7 @@ func TestListChangedUpdatesTheMux(t *testing.T) {
 	if _, err := x.call(t, context.Background(), &fakeCall{}, "grow", `{"name":"sprout"}`); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sprout relayed", func() bool {
+	testenv.Eventually(t, 15*time.Second, "sprout relayed", func() bool {
 		for _, info := range x.mux.Tools() {
 			if info.Name == "sprout" {
 				return true
@@ -366,16 +367,5 @@ func TestLoadConfig(t *testing.T) {
 		if _, err := LoadConfig(write(bad)); err == nil {
 			t.Errorf("LoadConfig accepted %s", bad)
 		}
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -26,16 +27,6 @@ func rawTool(m *consumer.Mux, name, text string) {
 }
 
 // eventually polls cond every 20 ms until it holds or 15 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func keys(m *consumer.Mux) string {
 	var out []string
@@ -200,14 +191,14 @@ func TestWorkerFollowsReplace(t *testing.T) {
 		_, err := e.store.Tool(ctx, key)
 		return err == nil
 	}
-	eventually(t, "base published", func() bool { return inCatalog("base") })
+	testenv.Eventually(t, 15*time.Second, "base published", func() bool { return inCatalog("base") })
 
 	g := consumer.NewMux()
 	rawTool(g, "late", "late v1")
 	if err := mux.Replace("srv", g); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "late published", func() bool { return inCatalog("late") })
+	testenv.Eventually(t, 15*time.Second, "late published", func() bool { return inCatalog("late") })
 	tk := e.waitFor(t, e.create(t, "late", map[string]any{}), terminal)
 	if tk.Status != taskstate.Completed || !strings.Contains(string(tk.Result), "late v1") {
 		t.Fatalf("late ended %s: %s", tk.Status, tk.Result)
@@ -217,7 +208,7 @@ func TestWorkerFollowsReplace(t *testing.T) {
 	if err := mux.Replace("srv", consumer.NewMux()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "late removed from the catalog", func() bool { return !inCatalog("late") })
+	testenv.Eventually(t, 15*time.Second, "late removed from the catalog", func() bool { return !inCatalog("late") })
 	id := e.create(t, "late", map[string]any{})
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if msg := noHandler.Load(); msg != nil {
@@ -270,7 +261,7 @@ func TestRunSurvivesReplace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "t2 published", func() bool { _, err := e.store.Tool(context.Background(), "t2"); return err == nil })
+	testenv.Eventually(t, 15*time.Second, "t2 published", func() bool { _, err := e.store.Tool(context.Background(), "t2"); return err == nil })
 	close(release)
 	tk := e.waitFor(t, id, terminal)
 	if tk.Status != taskstate.Completed || tk.Attempt != 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -202,7 +203,7 @@ func TestPrincipalShare(t *testing.T) {
 	}
 	// Which two of her twelve win the share depends on which the worker's
 	// goroutines reach first, so wait for the count, not for particular ones.
-	eventually(t, "alice running her share", func() bool { return running.Load() == 2 })
+	testenv.Eventually(t, 15*time.Second, "alice running her share", func() bool { return running.Load() == 2 })
 	created := time.Now()
 	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "carol", Era: taskstate.Era20260728})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -101,7 +102,7 @@ func TestChangedBeforePickup(t *testing.T) {
 	if tk.Status != taskstate.Completed || string(tk.Meta["note"]) != `"written after the job"` {
 		t.Fatalf("task changed after its job was published: %s, meta %s — the worker wrote over the change", tk.Status, tk.Meta)
 	}
-	eventually(t, "both jobs settled", func() bool { return e.jobs(t) == 0 })
+	testenv.Eventually(t, 15*time.Second, "both jobs settled", func() bool { return e.jobs(t) == 0 })
 	if got, _ := e.store.Get(ctx, cancelled); got.Status != taskstate.Cancelled || ran.Load() != 1 {
 		t.Fatalf("cancelled before pickup: %s, handler ran %d times in all (want once, for the other task)", got.Status, ran.Load())
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
 	"github.com/mcpqueue/mcpqueue/broker/brokertest"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 )
 
 // pollInterval keeps the suite quick: jobs and due retries are picked up
@@ -132,7 +133,7 @@ func TestShutdownReturnsJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let the consumer's second handler take the waiting job from Asynq.
-	waitFor(t, "the second job to become active", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the second job to become active", func() bool {
 		info, err := asynq.NewInspectorFromRedisClient(c).GetTaskInfo(q.QueueName("t"), waiting.TaskID)
 		return err == nil && info.State == asynq.TaskStateActive
 	})
@@ -240,17 +241,6 @@ func next(t *testing.T, c broker.Consumer) broker.Delivery {
 		t.Fatalf("Next: %v", err)
 	}
 	return d
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 10s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // A worker process that dies holding a job: nothing renews Asynq's lease, and

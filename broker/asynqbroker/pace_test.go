@@ -8,6 +8,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
+	"github.com/mcpqueue/mcpqueue/internal/testenv"
 )
 
 // A consumer that has just handed a job out takes the next one without
@@ -47,7 +48,7 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 	if took, limit := time.Since(start), n*poll/4; took > limit {
 		t.Fatalf("%d jobs, each enqueued after the previous was acked, took %s (> %s): the consumer waited out the idle poll", n, took, limit)
 	}
-	waitFor(t, "the consumer to go back to idle with one server", func() bool {
+	testenv.Eventually(t, 10*time.Second, "the consumer to go back to idle with one server", func() bool {
 		busy, servers := asynqbroker.Pace(cons)
 		return !busy && servers == 1
 	})

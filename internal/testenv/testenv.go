@@ -143,3 +143,17 @@ func WaitTools(t testing.TB, cat taskstate.Catalog, mux *consumer.Mux) {
 		}
 	}
 }
+
+// Eventually checks cond every 20 ms until it holds, and fails t naming
+// what did not happen when within passes first. It is for conditions no
+// event announces (a log line, a counter, another process's view).
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

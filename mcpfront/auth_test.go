@@ -22,6 +22,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -36,24 +37,6 @@ const (
 	authLegacyVersion = "2025-11-25"
 	authProbeIDs      = 10000 // random task ids principal B probes
 )
-
-// authLogBuffer collects log lines written from many goroutines.
-type authLogBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *authLogBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *authLogBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // authEnv is the system under test with bearer-token authentication: an
 // embedded NATS, a worker (its own connection, as a separate process would
@@ -70,8 +53,8 @@ type authEnv struct {
 	hs256Key   []byte // tokens are HS256 with this key, not from iss's JWKS
 	auth       *jwtauth.Authenticator
 	scopes     []string
-	logs       *authLogBuffer
-	client     *http.Client // keeps connections alive for the probes
+	logs       *redistest.SyncBuffer // the front end's log lines, written from many goroutines
+	client     *http.Client          // keeps connections alive for the probes
 }
 
 // authTools are the worker's tools for these tests.
@@ -113,7 +96,7 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	fs := n.Connect(t) // the front end's
 	fjs, fq, fst, fbus := fs.JS, fs.Queue, fs.Store, fs.Bus
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
-	logs := &authLogBuffer{}
+	logs := &redistest.SyncBuffer{}
 	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{
 		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
 	})

@@ -455,16 +455,14 @@ func (e *env) waitCompleted(t *testing.T, id, want string) {
 
 func resultText(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
-	var r struct {
-		Content []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"content"`
-	}
+	var r consumer.Result
 	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) == 0 || r.Content[0].Type != "text" {
 		t.Fatalf("not a CallToolResult with text content: %s", raw)
 	}
-	return r.Content[0].Text
+	if r.Content[0].Text == nil { // a text block without its text
+		return ""
+	}
+	return *r.Content[0].Text
 }
 
 func keys(m map[string]json.RawMessage) []string {

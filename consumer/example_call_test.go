@@ -34,21 +34,19 @@ func ExampleCall_Ask() {
 			return consumer.TextResult(fmt.Sprintf("%v to %v", start.Content["at"], end.Content["at"])), nil
 		})
 
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		out, err := h.Call(ctx, "window", struct{}{},
+			consumertest.Answer("start", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "02:00"}}),
+			consumertest.Answer("end", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "04:00"}}))
+		if err != nil {
+			return err
+		}
+		fmt.Println(out.Text())
+		return nil
+	})
 	if err != nil {
 		fmt.Println(err)
-		return
 	}
-	defer h.Close()
-	out, err := h.Call(ctx, "window", struct{}{},
-		consumertest.Answer("start", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "02:00"}}),
-		consumertest.Answer("end", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "04:00"}}))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(out.Text())
 	// Output:
 	// 02:00 to 04:00
 }

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/consumer/consumertest"
 )
 
 // WordCountArgs are the tool's arguments. Handle infers the input schema
@@ -79,44 +78,6 @@ func ExampleHandle() {
 	// }
 }
 
-// ArgsWithHeaders mirror region in the Mcp-Param-Region header (SEP-2243):
-// the api refuses a call whose header disagrees with the arguments.
-type ArgsWithHeaders struct {
-	Region string `json:"region" mcpheader:"Region"`
-	Query  string `json:"query"`
-}
-
-// A field tagged mcpheader is marked x-mcp-header in the tool's input
-// schema, which is what tells a client to send the header; the handler
-// reads the value from its arguments like any other.
-func ExampleHandle_headers() {
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "execute_sql"},
-		func(ctx context.Context, c *consumer.Call[ArgsWithHeaders]) (*consumer.Result, error) {
-			return consumer.TextResult("ran in " + c.Args.Region), nil
-		})
-	var schema struct {
-		Properties map[string]map[string]any `json:"properties"`
-	}
-	_ = json.Unmarshal(mux.Tools()[0].InputSchema, &schema)
-	fmt.Println(schema.Properties["region"]["x-mcp-header"])
-
-	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
-		out, err := h.Call(ctx, "execute_sql", ArgsWithHeaders{Region: "eu-west-1", Query: "SELECT 1"})
-		if err != nil {
-			return err
-		}
-		fmt.Println(out.Status, out.Text())
-		return nil
-	})
-	if err != nil {
-		fmt.Println(err)
-	}
-	// Output:
-	// Region
-	// completed ran in eu-west-1
-}
-
 type ReadFileArgs struct {
 	Path string `json:"path"`
 }
@@ -127,7 +88,7 @@ type ReadFileArgs struct {
 // other error fails the task with a JSON-RPC error instead.
 //
 // That result is written by the worker that runs the handler; the
-// consumertest package's ExampleHarness_Call_toolError shows it without a
+// consumertest package's ExampleHarness_Call shows it without a
 // broker. What the error itself shows is below: its message is the cause's
 // (the result's text), it wraps the cause for errors.Is, and ToolError(nil)
 // is nil, so it can wrap any error result.

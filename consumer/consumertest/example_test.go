@@ -19,7 +19,9 @@ type Count struct {
 	Words int `json:"words"`
 }
 
-// A handler called with arguments, and its typed result. In a test, New(t,
+// A handler called with arguments, and its typed result; a handler's
+// consumer.ToolError completes the call with a result the model sees:
+// IsError set, the error's message as its text. In a test, New(t,
 // mux, nil) starts the harness and closes it when the test ends; Start and
 // Close do the same by hand, and With around a function (the other examples
 // use it).
@@ -28,6 +30,17 @@ func ExampleHarness_Call() {
 	consumer.Handle(mux, consumer.Tool{Name: "word_count"},
 		func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
 			return Count{Words: len(strings.Fields(c.Args.Text))}, nil
+		})
+	consumer.Handle(mux, consumer.Tool{Name: "read_file"},
+		func(ctx context.Context, c *consumer.Call[DeleteArgs]) (*consumer.Result, error) {
+			b, err := os.ReadFile(c.Args.Path)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, consumer.ToolError(fmt.Errorf("no file %s: list the directory first", c.Args.Path))
+			}
+			if err != nil {
+				return nil, err
+			}
+			return consumer.TextResult(string(b)), nil
 		})
 
 	ctx := context.Background()
@@ -49,7 +62,16 @@ func ExampleHarness_Call() {
 		return
 	}
 	fmt.Println(out.Status, got.Words)
-	// Output: completed 4
+
+	out, err = h.Call(ctx, "read_file", DeleteArgs{Path: "/no/such/file"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.Status, out.Result.IsError, out.Text())
+	// Output:
+	// completed 4
+	// completed true no file /no/such/file: list the directory first
 }
 
 type DeleteArgs struct {
@@ -173,33 +195,4 @@ func ExampleRun_Cancel() {
 		fmt.Println(err)
 	}
 	// Output: cancelled true
-}
-
-// A consumer.ToolError completes the call with a result the model sees:
-// IsError set, the error's message as its text.
-func ExampleHarness_Call_toolError() {
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "read_file"},
-		func(ctx context.Context, c *consumer.Call[DeleteArgs]) (*consumer.Result, error) {
-			b, err := os.ReadFile(c.Args.Path)
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, consumer.ToolError(fmt.Errorf("no file %s: list the directory first", c.Args.Path))
-			}
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult(string(b)), nil
-		})
-	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
-		out, err := h.Call(ctx, "read_file", DeleteArgs{Path: "/no/such/file"})
-		if err != nil {
-			return err
-		}
-		fmt.Println(out.Status, out.Result.IsError, out.Text())
-		return nil
-	})
-	if err != nil {
-		fmt.Println(err)
-	}
-	// Output: completed true no file /no/such/file: list the directory first
 }

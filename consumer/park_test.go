@@ -124,14 +124,12 @@ func TestParkedTaskIgnoresStaleJob(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var runs atomic.Int32
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond},
+	e.serve(t, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond}, nil,
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			runs.Add(1)
 			_, err := c.Elicit(ctx, "confirm", "Sure?", map[string]any{"type": "object"})
 			return nil, err
 		})
-	e.run(t, mux, nil)
 	id := e.createAsking(t, "ask", "")
 	tk := e.waitFor(t, id, parked)
 	tk.Requeues++ // a copy under a new dedupe key, as a confused reaper would send
@@ -149,13 +147,11 @@ func TestParkedTaskIgnoresStaleJob(t *testing.T) {
 func TestWaitingInputCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond},
+	e.serve(t, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond}, &consumer.Config{MaxWaitingInput: 2, Concurrency: 4},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			_, err := c.Elicit(ctx, "confirm", "Sure?", map[string]any{"type": "object"})
 			return nil, err
 		})
-	e.run(t, mux, &consumer.Config{MaxWaitingInput: 2, Concurrency: 4})
 	for range 2 {
 		e.waitFor(t, e.createAsking(t, "ask", "alice"), parked)
 	}
@@ -179,9 +175,8 @@ func resultTextOf(tk *taskstate.Task) string {
 func TestPrincipalShare(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
 	var running, most atomic.Int32
-	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		if c.Owner() == "alice" {
 			n := running.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -192,7 +187,6 @@ func TestPrincipalShare(t *testing.T) {
 		}
 		return consumer.TextResult("short"), nil
 	})
-	e.run(t, mux, &consumer.Config{Concurrency: 4})
 	var alice []string
 	for range 12 {
 		tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "alice", Era: taskstate.Era20260728})

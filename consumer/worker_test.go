@@ -51,6 +51,15 @@ func (e *env) run(t *testing.T, mux *consumer.Mux, cfg *consumer.Config) (stop f
 	return e.worker(t, mux, e.bus, c)
 }
 
+// serve runs a worker (cfg as for run) for a Mux of the one tool tool,
+// which takes no arguments and is handled by h.
+func (e *env) serve(t *testing.T, tool consumer.Tool, cfg *consumer.Config, h func(context.Context, *consumer.Call[none]) (*consumer.Result, error)) (stop func()) {
+	t.Helper()
+	mux := consumer.NewMux()
+	consumer.Handle(mux, tool, h)
+	return e.run(t, mux, cfg)
+}
+
 func (e *env) create(t *testing.T, tool string, args any) string {
 	t.Helper()
 	b, _ := json.Marshal(args)
@@ -88,13 +97,11 @@ type none struct{}
 func TestTimeoutFailsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "slow", Timeout: 100 * time.Millisecond},
+	e.serve(t, consumer.Tool{Name: "slow", Timeout: 100 * time.Millisecond}, nil,
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-	e.run(t, mux, nil)
 	tk := e.waitFor(t, e.create(t, "slow", none{}), terminal)
 	if tk.Status != taskstate.Failed || tk.Error == nil || !strings.Contains(tk.Error.Message, "timed out after 100ms") {
 		t.Fatalf("want failed with a timeout message, got %s %+v", tk.Status, tk.Error)
@@ -136,8 +143,7 @@ func TestLeaseExtendedForLongHandler(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var runs atomic.Int32
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Lease: time.Second, Concurrency: 2}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		runs.Add(1)
 		select { // three times the lease: only renewals keep the job here
 		case <-time.After(3 * time.Second):
@@ -146,7 +152,6 @@ func TestLeaseExtendedForLongHandler(t *testing.T) {
 		}
 		return consumer.TextResult("done"), nil
 	})
-	e.run(t, mux, &consumer.Config{Lease: time.Second, Concurrency: 2})
 	tk := e.waitFor(t, e.create(t, "long", none{}), terminal)
 	if tk.Status != taskstate.Completed || tk.Attempt != 1 || runs.Load() != 1 {
 		t.Fatalf("want one run completing on attempt 1, got %s attempt=%d runs=%d", tk.Status, tk.Attempt, runs.Load())
@@ -173,12 +178,10 @@ func TestExhaustedAttemptsFailTask(t *testing.T) {
 	}
 
 	var ran atomic.Bool
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "crashy"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "crashy"}, &consumer.Config{Lease: time.Second, MaxAttempts: 1}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		ran.Store(true)
 		return consumer.TextResult("should not run"), nil
 	})
-	e.run(t, mux, &consumer.Config{Lease: time.Second, MaxAttempts: 1})
 	tk := e.waitFor(t, id, terminal)
 	if tk.Status != taskstate.Failed || !strings.Contains(tk.StatusMessage, "gave up after 1 attempts") || ran.Load() {
 		t.Fatalf("want failed after exhausting attempts without running, got %s %q ran=%v", tk.Status, tk.StatusMessage, ran.Load())
@@ -190,14 +193,12 @@ func TestCancelReachesRunningHandler(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan struct{})
 	cause := make(chan error, 1)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "block"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "block"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		close(started)
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
 		return consumer.TextResult("a late result that must not win"), nil
 	})
-	e.run(t, mux, nil)
 	id := e.create(t, "block", none{})
 	<-started
 	begin := time.Now()
@@ -227,13 +228,11 @@ func TestDrainFinishesRunningHandlers(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan struct{})
 	release := make(chan struct{})
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "job"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	stop := e.serve(t, consumer.Tool{Name: "job"}, &consumer.Config{ShutdownGrace: time.Minute}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		close(started)
 		<-release
 		return consumer.TextResult("finished during drain"), nil
 	})
-	stop := e.run(t, mux, &consumer.Config{ShutdownGrace: time.Minute})
 	id := e.create(t, "job", none{})
 	<-started
 	stopped := make(chan struct{})
@@ -283,8 +282,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var asked atomic.Int32
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	stop := e.serve(t, consumer.Tool{Name: "ask"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		asked.Add(1)
 		r, err := c.Elicit(ctx, "name", "Who?", map[string]any{"type": "object"})
 		if err != nil {
@@ -292,7 +290,6 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 		}
 		return consumer.TextResult("hi " + r.Content["name"].(string)), nil
 	})
-	stop := e.run(t, mux, nil)
 	tk := e.waitFor(t, e.createAsking(t, "ask", ""), func(tk *taskstate.Task) bool { return tk.Status == taskstate.InputRequired })
 	if len(tk.InputRequests) != 1 {
 		t.Fatalf("want one request, got %v", tk.InputRequests)
@@ -370,12 +367,10 @@ func TestSchemaInferredFromTypes(t *testing.T) {
 func TestInputWaitDeadlineFailsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "ask"}, &consumer.Config{InputTimeout: 200 * time.Millisecond}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		_, err := c.Elicit(ctx, "q", "Anyone there?", map[string]any{"type": "object"})
 		return nil, err
 	})
-	e.run(t, mux, &consumer.Config{InputTimeout: 200 * time.Millisecond})
 	done := e.waitFor(t, e.createAsking(t, "ask", ""), terminal)
 	if done.Status != taskstate.Failed || !strings.Contains(done.Error.Message, "timed out waiting for client input") || len(done.InputRequests) != 0 {
 		t.Fatalf("want failed with the input deadline and no open requests, got %s %+v %v", done.Status, done.Error, done.InputRequests)
@@ -385,12 +380,10 @@ func TestInputWaitDeadlineFailsTask(t *testing.T) {
 func TestAskWithoutClientCapabilityFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "ask"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		_, err := c.Ask(ctx, consumer.Sampling("s", map[string]any{"messages": []any{}, "maxTokens": 5}))
 		return nil, err
 	})
-	e.run(t, mux, nil)
 	done := e.waitFor(t, e.create(t, "ask", none{}), terminal) // no client capabilities declared
 	if done.Status != taskstate.Failed || done.Error.Code != -32021 || !strings.Contains(string(done.Error.Data), `"sampling"`) {
 		t.Fatalf("want -32021 naming sampling, got %s %+v", done.Status, done.Error)
@@ -400,8 +393,7 @@ func TestAskWithoutClientCapabilityFails(t *testing.T) {
 func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "rounds"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "rounds"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		schema := map[string]any{"type": "object"}
 		if _, err := c.Ask(ctx, consumer.Elicitation("a", "A?", schema), consumer.Elicitation("b", "B?", schema)); err != nil {
 			return nil, err
@@ -411,7 +403,6 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 		}
 		return consumer.TextResult("three answers"), nil
 	})
-	e.run(t, mux, nil)
 	id := e.createAsking(t, "rounds", "")
 	seen := map[string]bool{}
 	answer := func(want int) {

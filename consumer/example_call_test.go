@@ -34,21 +34,57 @@ func ExampleCall_Ask() {
 			return consumer.TextResult(fmt.Sprintf("%v to %v", start.Content["at"], end.Content["at"])), nil
 		})
 
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		out, err := h.Call(ctx, "window", struct{}{},
+			consumertest.Answer("start", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "02:00"}}),
+			consumertest.Answer("end", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "04:00"}}))
+		if err != nil {
+			return err
+		}
+		fmt.Println(out.Text())
+		return nil
+	})
 	if err != nil {
 		fmt.Println(err)
-		return
 	}
-	defer h.Close()
-	out, err := h.Call(ctx, "window", struct{}{},
-		consumertest.Answer("start", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "02:00"}}),
-		consumertest.Answer("end", consumer.ElicitResult{Action: "accept", Content: map[string]any{"at": "04:00"}}))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(out.Text())
 	// Output:
 	// 02:00 to 04:00
+}
+
+// ArgsWithHeaders mirror region in the Mcp-Param-Region header (SEP-2243):
+// the api refuses a call whose header disagrees with the arguments.
+type ArgsWithHeaders struct {
+	Region string `json:"region" mcpheader:"Region"`
+	Query  string `json:"query"`
+}
+
+// A field tagged mcpheader is marked x-mcp-header in the tool's input
+// schema, which is what tells a client to send the header; the handler
+// reads the value from its arguments like any other.
+func ExampleHandle_headers() {
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "execute_sql"},
+		func(ctx context.Context, c *consumer.Call[ArgsWithHeaders]) (*consumer.Result, error) {
+			return consumer.TextResult("ran in " + c.Args.Region), nil
+		})
+	var schema struct {
+		Properties map[string]map[string]any `json:"properties"`
+	}
+	_ = json.Unmarshal(mux.Tools()[0].InputSchema, &schema)
+	fmt.Println(schema.Properties["region"]["x-mcp-header"])
+
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		out, err := h.Call(ctx, "execute_sql", ArgsWithHeaders{Region: "eu-west-1", Query: "SELECT 1"})
+		if err != nil {
+			return err
+		}
+		fmt.Println(out.Status, out.Text())
+		return nil
+	})
+	if err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// Region
+	// completed ran in eu-west-1
 }

@@ -45,18 +45,3 @@ func ExampleHandleResourceTemplate() {
 		_ = mux.ResourceUpdated(context.Background(), "config://app")
 	}()
 }
-
-// ArgsWithHeaders mirror region in the Mcp-Param-Region header (SEP-2243):
-// the api refuses a call whose header disagrees with the arguments.
-type ArgsWithHeaders struct {
-	Region string `json:"region" mcpheader:"Region"`
-	Query  string `json:"query"`
-}
-
-func ExampleHandle_headers() {
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "execute_sql"},
-		func(ctx context.Context, c *consumer.Call[ArgsWithHeaders]) (*consumer.Result, error) {
-			return consumer.TextResult("ran in " + c.Args.Region), nil
-		})
-}

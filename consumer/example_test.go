@@ -88,7 +88,7 @@ type ReadFileArgs struct {
 // other error fails the task with a JSON-RPC error instead.
 //
 // That result is written by the worker that runs the handler; the
-// consumertest package's ExampleHarness_Call_toolError shows it without a
+// consumertest package's ExampleHarness_Call shows it without a
 // broker. What the error itself shows is below: its message is the cause's
 // (the result's text), it wraps the cause for errors.Is, and ToolError(nil)
 // is nil, so it can wrap any error result.

@@ -78,12 +78,6 @@ func TestLazyTake(t *testing.T) {
 func TestChangedBeforePickup(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	var ran atomic.Int32
-	consumer.Handle(mux, consumer.Tool{Name: "quick"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-		ran.Add(1)
-		return consumer.TextResult("done"), nil
-	})
 	ctx := context.Background()
 	cancelled := e.create(t, "quick", none{})
 	if _, err := e.prod.Cancel(ctx, cancelled, "changed my mind"); err != nil {
@@ -97,7 +91,11 @@ func TestChangedBeforePickup(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	e.run(t, mux, nil)
+	var ran atomic.Int32
+	e.serve(t, consumer.Tool{Name: "quick"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		ran.Add(1)
+		return consumer.TextResult("done"), nil
+	})
 	tk := e.waitFor(t, changed, terminal)
 	if tk.Status != taskstate.Completed || string(tk.Meta["note"]) != `"written after the job"` {
 		t.Fatalf("task changed after its job was published: %s, meta %s — the worker wrote over the change", tk.Status, tk.Meta)

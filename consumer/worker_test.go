@@ -18,6 +18,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
+	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
 type env struct {
@@ -49,6 +50,15 @@ func (e *env) run(t *testing.T, mux *consumer.Mux, cfg *consumer.Config) (stop f
 		c = *cfg
 	}
 	return e.worker(t, mux, e.bus, c)
+}
+
+// serve runs a worker (cfg as for run) for a Mux of the one tool tool,
+// which takes no arguments and is handled by h.
+func (e *env) serve(t *testing.T, tool consumer.Tool, cfg *consumer.Config, h func(context.Context, *consumer.Call[none]) (*consumer.Result, error)) (stop func()) {
+	t.Helper()
+	mux := consumer.NewMux()
+	consumer.Handle(mux, tool, h)
+	return e.run(t, mux, cfg)
 }
 
 func (e *env) create(t *testing.T, tool string, args any) string {
@@ -88,13 +98,11 @@ type none struct{}
 func TestTimeoutFailsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "slow", Timeout: 100 * time.Millisecond},
+	e.serve(t, consumer.Tool{Name: "slow", Timeout: 100 * time.Millisecond}, nil,
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 			<-ctx.Done()
 			return nil, ctx.Err()
 		})
-	e.run(t, mux, nil)
 	tk := e.waitFor(t, e.create(t, "slow", none{}), terminal)
 	if tk.Status != taskstate.Failed || tk.Error == nil || !strings.Contains(tk.Error.Message, "timed out after 100ms") {
 		t.Fatalf("want failed with a timeout message, got %s %+v", tk.Status, tk.Error)
@@ -136,8 +144,7 @@ func TestLeaseExtendedForLongHandler(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var runs atomic.Int32
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "long"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Lease: time.Second, Concurrency: 2}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		runs.Add(1)
 		select { // three times the lease: only renewals keep the job here
 		case <-time.After(3 * time.Second):
@@ -146,7 +153,6 @@ func TestLeaseExtendedForLongHandler(t *testing.T) {
 		}
 		return consumer.TextResult("done"), nil
 	})
-	e.run(t, mux, &consumer.Config{Lease: time.Second, Concurrency: 2})
 	tk := e.waitFor(t, e.create(t, "long", none{}), terminal)
 	if tk.Status != taskstate.Completed || tk.Attempt != 1 || runs.Load() != 1 {
 		t.Fatalf("want one run completing on attempt 1, got %s attempt=%d runs=%d", tk.Status, tk.Attempt, runs.Load())
@@ -173,12 +179,10 @@ func TestExhaustedAttemptsFailTask(t *testing.T) {
 	}
 
 	var ran atomic.Bool
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "crashy"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "crashy"}, &consumer.Config{Lease: time.Second, MaxAttempts: 1}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		ran.Store(true)
 		return consumer.TextResult("should not run"), nil
 	})
-	e.run(t, mux, &consumer.Config{Lease: time.Second, MaxAttempts: 1})
 	tk := e.waitFor(t, id, terminal)
 	if tk.Status != taskstate.Failed || !strings.Contains(tk.StatusMessage, "gave up after 1 attempts") || ran.Load() {
 		t.Fatalf("want failed after exhausting attempts without running, got %s %q ran=%v", tk.Status, tk.StatusMessage, ran.Load())
@@ -190,14 +194,12 @@ func TestCancelReachesRunningHandler(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan struct{})
 	cause := make(chan error, 1)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "block"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "block"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		close(started)
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
 		return consumer.TextResult("a late result that must not win"), nil
 	})
-	e.run(t, mux, nil)
 	id := e.create(t, "block", none{})
 	<-started
 	begin := time.Now()
@@ -227,13 +229,11 @@ func TestDrainFinishesRunningHandlers(t *testing.T) {
 	e := newEnv(t)
 	started := make(chan struct{})
 	release := make(chan struct{})
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "job"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	stop := e.serve(t, consumer.Tool{Name: "job"}, &consumer.Config{ShutdownGrace: time.Minute}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		close(started)
 		<-release
 		return consumer.TextResult("finished during drain"), nil
 	})
-	stop := e.run(t, mux, &consumer.Config{ShutdownGrace: time.Minute})
 	id := e.create(t, "job", none{})
 	<-started
 	stopped := make(chan struct{})
@@ -283,8 +283,7 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	var asked atomic.Int32
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	stop := e.serve(t, consumer.Tool{Name: "ask"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		asked.Add(1)
 		r, err := c.Elicit(ctx, "name", "Who?", map[string]any{"type": "object"})
 		if err != nil {
@@ -292,7 +291,6 @@ func TestAskInTaskWaitsAndResumesWithoutAskingTwice(t *testing.T) {
 		}
 		return consumer.TextResult("hi " + r.Content["name"].(string)), nil
 	})
-	stop := e.run(t, mux, nil)
 	tk := e.waitFor(t, e.createAsking(t, "ask", ""), func(tk *taskstate.Task) bool { return tk.Status == taskstate.InputRequired })
 	if len(tk.InputRequests) != 1 {
 		t.Fatalf("want one request, got %v", tk.InputRequests)
@@ -370,12 +368,10 @@ func TestSchemaInferredFromTypes(t *testing.T) {
 func TestInputWaitDeadlineFailsTask(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "ask"}, &consumer.Config{InputTimeout: 200 * time.Millisecond}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		_, err := c.Elicit(ctx, "q", "Anyone there?", map[string]any{"type": "object"})
 		return nil, err
 	})
-	e.run(t, mux, &consumer.Config{InputTimeout: 200 * time.Millisecond})
 	done := e.waitFor(t, e.createAsking(t, "ask", ""), terminal)
 	if done.Status != taskstate.Failed || !strings.Contains(done.Error.Message, "timed out waiting for client input") || len(done.InputRequests) != 0 {
 		t.Fatalf("want failed with the input deadline and no open requests, got %s %+v %v", done.Status, done.Error, done.InputRequests)
@@ -385,12 +381,10 @@ func TestInputWaitDeadlineFailsTask(t *testing.T) {
 func TestAskWithoutClientCapabilityFails(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "ask"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "ask"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		_, err := c.Ask(ctx, consumer.Sampling("s", map[string]any{"messages": []any{}, "maxTokens": 5}))
 		return nil, err
 	})
-	e.run(t, mux, nil)
 	done := e.waitFor(t, e.create(t, "ask", none{}), terminal) // no client capabilities declared
 	if done.Status != taskstate.Failed || done.Error.Code != -32021 || !strings.Contains(string(done.Error.Data), `"sampling"`) {
 		t.Fatalf("want -32021 naming sampling, got %s %+v", done.Status, done.Error)
@@ -400,8 +394,7 @@ func TestAskWithoutClientCapabilityFails(t *testing.T) {
 func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "rounds"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	e.serve(t, consumer.Tool{Name: "rounds"}, nil, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
 		schema := map[string]any{"type": "object"}
 		if _, err := c.Ask(ctx, consumer.Elicitation("a", "A?", schema), consumer.Elicitation("b", "B?", schema)); err != nil {
 			return nil, err
@@ -411,7 +404,6 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 		}
 		return consumer.TextResult("three answers"), nil
 	})
-	e.run(t, mux, nil)
 	id := e.createAsking(t, "rounds", "")
 	seen := map[string]bool{}
 	answer := func(want int) {
@@ -431,5 +423,194 @@ func TestTaskAsksFanOutThenSecondRound(t *testing.T) {
 	answer(1) // then the second round
 	if done := e.waitFor(t, id, terminal); done.Status != taskstate.Completed || len(seen) != 3 {
 		t.Fatalf("got %s with keys %v", done.Status, seen)
+	}
+}
+
+// createAsking creates a task whose client declared elicitation, owned by owner.
+func (e *env) createAsking(t *testing.T, tool, owner string) string {
+	t.Helper()
+	tk, err := e.prod.Create(context.Background(), &producer.Request{
+		Tool: tool, Owner: owner, Era: taskstate.Era20260728, Arguments: json.RawMessage(`{}`),
+		Meta: map[string]json.RawMessage{vocab.MetaClientCaps: json.RawMessage(`{"elicitation":{}}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tk.ID
+}
+
+// answer does what the api's tasks/update does with the last answers to a
+// task (taskstate.Task.FileResponses): stores answer for every open request,
+// turns the task working, and, when it is parked, publishes its job again.
+func (e *env) answer(t *testing.T, id, answer string) {
+	t.Helper()
+	resume := false
+	tk, err := taskstate.Mutate(context.Background(), e.store, id, time.Now, func(t *taskstate.Task) error {
+		_, resume = t.FileResponses(func(string) (json.RawMessage, bool) { return json.RawMessage(answer), true })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resume {
+		if err := e.prod.Resume(context.Background(), tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func parked(tk *taskstate.Task) bool { return tk.Parked != nil }
+
+// A run that gets no answer within ParkAfter parks: the task waits
+// input_required with no lease and no job, the slot runs other work, and the
+// last answer runs the handler again, which gets the stored answer without
+// asking again and finds its checkpoint. The park is not an attempt.
+func TestParkAndResume(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var runs, asks, restored atomic.Int32
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "ask", ParkAfter: 300 * time.Millisecond, MaxAttempts: 1},
+		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+			runs.Add(1)
+			var step int
+			if ok, err := c.Restore(&step); err != nil {
+				return nil, err
+			} else if ok && step == 1 {
+				restored.Add(1)
+			}
+			if err := c.Checkpoint(ctx, 1); err != nil {
+				return nil, err
+			}
+			r, err := c.Elicit(ctx, "confirm", "Sure?", map[string]any{"type": "object"})
+			if err != nil {
+				if errors.Is(err, consumer.ErrParked) {
+					asks.Add(1)
+				}
+				return nil, err
+			}
+			return consumer.TextResult(r.Action), nil
+		})
+	consumer.Handle(mux, consumer.Tool{Name: "quick"}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		return consumer.TextResult("quick"), nil
+	})
+	e.run(t, mux, &consumer.Config{Concurrency: 1})
+
+	id := e.createAsking(t, "ask", "")
+	tk := e.waitFor(t, id, parked)
+	if tk.Status != taskstate.InputRequired || tk.Lease != nil || tk.Parks != 1 || len(tk.InputRequests) != 1 || !tk.Parked.Until.After(tk.Parked.Since) {
+		t.Fatalf("parked record: %+v", tk)
+	}
+	// The one slot is free: another task runs while this one waits.
+	if q := e.waitFor(t, e.create(t, "quick", none{}), terminal); q.Status != taskstate.Completed {
+		t.Fatalf("a task behind the parked one: %s", q.Status)
+	}
+	e.answer(t, id, `{"action":"accept","content":{"ok":true}}`)
+	tk = e.waitFor(t, id, terminal)
+	if tk.Status != taskstate.Completed || resultTextOf(tk) != "accept" {
+		t.Fatalf("after the answer: %s %s", tk.Status, tk.Result)
+	}
+	if runs.Load() != 2 || asks.Load() != 1 || restored.Load() != 1 || len(tk.InputResponses) != 1 {
+		t.Fatalf("runs %d, parks seen %d, checkpoints restored %d, answers %d; want 2, 1, 1, 1", runs.Load(), asks.Load(), restored.Load(), len(tk.InputResponses))
+	}
+	if tk.Attempt != 2 || tk.Parks != 1 || tk.Runs() != 1 || tk.Parked != nil {
+		t.Fatalf("attempt %d parks %d: the park must not count as an attempt (MaxAttempts 1)", tk.Attempt, tk.Parks)
+	}
+}
+
+// A job that arrives for a parked task (a stale copy) is dropped, not run.
+func TestParkedTaskIgnoresStaleJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var runs atomic.Int32
+	e.serve(t, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond}, nil,
+		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+			runs.Add(1)
+			_, err := c.Elicit(ctx, "confirm", "Sure?", map[string]any{"type": "object"})
+			return nil, err
+		})
+	id := e.createAsking(t, "ask", "")
+	tk := e.waitFor(t, id, parked)
+	tk.Requeues++ // a copy under a new dedupe key, as a confused reaper would send
+	if err := e.prod.Resume(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor(t, e.create(t, "ask", none{}), func(tk *taskstate.Task) bool { return tk.Status.Terminal() || tk.Attempt > 0 })
+	if got, _ := e.store.Get(context.Background(), id); got.Attempt != 1 || runs.Load() > 2 {
+		t.Fatalf("the stale job ran the parked task: attempt %d, runs %d", got.Attempt, runs.Load())
+	}
+}
+
+// An owner with MaxWaitingInput tasks waiting cannot park another: that
+// task fails saying why; another owner's task parks.
+func TestWaitingInputCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.serve(t, consumer.Tool{Name: "ask", ParkAfter: 200 * time.Millisecond}, &consumer.Config{MaxWaitingInput: 2, Concurrency: 4},
+		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+			_, err := c.Elicit(ctx, "confirm", "Sure?", map[string]any{"type": "object"})
+			return nil, err
+		})
+	for range 2 {
+		e.waitFor(t, e.createAsking(t, "ask", "alice"), parked)
+	}
+	tk := e.waitFor(t, e.createAsking(t, "ask", "alice"), terminal)
+	if tk.Status != taskstate.Failed || tk.Error == nil || !strings.Contains(tk.Error.Message, "already has 2 tasks waiting for input") {
+		t.Fatalf("alice's third waiting task: %s %+v", tk.Status, tk.Error)
+	}
+	e.waitFor(t, e.createAsking(t, "ask", "bob"), parked)
+}
+
+func resultTextOf(tk *taskstate.Task) string {
+	var r consumer.Result
+	if json.Unmarshal(tk.Result, &r) != nil || len(r.Content) == 0 || r.Content[0].Text == nil {
+		return ""
+	}
+	return *r.Content[0].Text
+}
+
+// One principal with many long tasks holds at most its share (half of 4
+// slots); another principal's task behind them in the queue runs at once.
+func TestPrincipalShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var running, most atomic.Int32
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+		if c.Owner() == "alice" {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			defer running.Add(-1)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return consumer.TextResult("short"), nil
+	})
+	var alice []string
+	for range 12 {
+		tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "alice", Era: taskstate.Era20260728})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice = append(alice, tk.ID)
+	}
+	// Which two of her twelve win the share depends on which the worker's
+	// goroutines reach first, so wait for the count, not for particular ones.
+	testenv.Eventually(t, 15*time.Second, "alice running her share", func() bool { return running.Load() == 2 })
+	created := time.Now()
+	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "carol", Era: taskstate.Era20260728})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.waitFor(t, tk.ID, terminal); got.Status != taskstate.Completed || time.Since(created) > 2*time.Second {
+		t.Fatalf("carol's task behind alice's twelve: %s after %s", got.Status, time.Since(created))
+	}
+	if most.Load() != 2 {
+		t.Fatalf("alice ran %d tasks at once on 4 slots, want her share, 2", most.Load())
+	}
+	for _, id := range alice {
+		if _, err := e.prod.Cancel(context.Background(), id, "test over"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

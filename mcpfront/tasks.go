@@ -280,31 +280,15 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 	}
 	resume := false
 	t, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
-		resume = false
-		n := 0
-		for k, v := range responses {
-			if _, ok := t.InputRequests[k]; !ok {
-				continue
-			}
-			if t.InputResponses == nil {
-				t.InputResponses = map[string]json.RawMessage{}
-			}
-			t.InputResponses[k] = v
-			delete(t.InputRequests, k)
-			n++
-		}
+		// A parked task (it waited with no run) resumes by this write (one
+		// writer wins), under a fresh dedupe key.
+		var n int
+		n, resume = t.FileResponses(func(k string) (json.RawMessage, bool) {
+			v, ok := responses[k]
+			return v, ok
+		})
 		if n == 0 {
 			return taskstate.ErrSkip
-		}
-		if len(t.InputRequests) == 0 && t.Status == taskstate.InputRequired {
-			t.Status = taskstate.Working
-			if t.Parked != nil {
-				// The task waited with no run: this write resumes it
-				// (one writer wins), under a fresh dedupe key.
-				t.Parked = nil
-				t.Requeues++
-				resume = true
-			}
 		}
 		return nil
 	})

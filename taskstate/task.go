@@ -172,6 +172,37 @@ func (t *Task) JobKey() string {
 	return fmt.Sprintf("%s/r%d", t.ID, t.Requeues)
 }
 
+// FileResponses files the client's answers to t's open input requests:
+// each request whose key answer knows moves from InputRequests to
+// InputResponses. It returns how many it filed (none: there is nothing to
+// write). Once no request is open, a task in input_required is working
+// again; if it was parked (it waited with no run), Parked is cleared,
+// Requeues counts one more and resume is true: the caller queues its job
+// again, under the fresh JobKey.
+func (t *Task) FileResponses(answer func(key string) (json.RawMessage, bool)) (n int, resume bool) {
+	for k := range t.InputRequests {
+		a, ok := answer(k)
+		if !ok {
+			continue
+		}
+		if t.InputResponses == nil {
+			t.InputResponses = map[string]json.RawMessage{}
+		}
+		t.InputResponses[k] = a
+		delete(t.InputRequests, k)
+		n++
+	}
+	if n > 0 && len(t.InputRequests) == 0 && t.Status == InputRequired {
+		t.Status = Working
+		if t.Parked != nil {
+			t.Parked = nil
+			t.Requeues++
+			resume = true
+		}
+	}
+	return n, resume
+}
+
 // TTL returns the retention to apply once the task is terminal (0 = forever).
 func (t *Task) TTL() time.Duration { return time.Duration(t.TTLMs) * time.Millisecond }
 

@@ -282,3 +282,48 @@ func TestValidIDIsSafeName(t *testing.T) {
 		t.Errorf("NewID %q is not a safe name", id)
 	}
 }
+
+func TestFileResponses(t *testing.T) {
+	t.Parallel()
+	answers := map[string]json.RawMessage{"a": json.RawMessage(`1`), "b": json.RawMessage(`2`), "stray": json.RawMessage(`3`)}
+	lookup := func(k string) (json.RawMessage, bool) { v, ok := answers[k]; return v, ok }
+	open := func(keys ...string) map[string]json.RawMessage {
+		m := map[string]json.RawMessage{}
+		for _, k := range keys {
+			m[k] = json.RawMessage(`{}`)
+		}
+		return m
+	}
+	cases := []struct {
+		name        string
+		task        taskstate.Task
+		wantN       int
+		wantResume  bool
+		wantStatus  taskstate.Status
+		wantOpen    int
+		wantRequeue int
+	}{
+		{"one of two answered", taskstate.Task{Status: taskstate.InputRequired, InputRequests: open("a", "c")}, 1, false, taskstate.InputRequired, 1, 0},
+		{"all answered, a run waits", taskstate.Task{Status: taskstate.InputRequired, InputRequests: open("a", "b")}, 2, false, taskstate.Working, 0, 0},
+		{"all answered, parked", taskstate.Task{Status: taskstate.InputRequired, InputRequests: open("a"), Parked: &taskstate.Parked{}}, 1, true, taskstate.Working, 0, 1},
+		{"none answered", taskstate.Task{Status: taskstate.InputRequired, InputRequests: open("c"), Parked: &taskstate.Parked{}}, 0, false, taskstate.InputRequired, 1, 0},
+		{"filed while working", taskstate.Task{Status: taskstate.Working, InputRequests: open("a"), Parked: &taskstate.Parked{}}, 1, false, taskstate.Working, 0, 0},
+	}
+	for _, c := range cases {
+		task := c.task
+		n, resume := task.FileResponses(lookup)
+		if n != c.wantN || resume != c.wantResume || task.Status != c.wantStatus || len(task.InputRequests) != c.wantOpen || task.Requeues != c.wantRequeue {
+			t.Errorf("%s: n=%d resume=%v status=%s open=%d requeues=%d, want %d %v %s %d %d", c.name,
+				n, resume, task.Status, len(task.InputRequests), task.Requeues, c.wantN, c.wantResume, c.wantStatus, c.wantOpen, c.wantRequeue)
+		}
+		if resume != (task.Parked == nil && c.task.Parked != nil) {
+			t.Errorf("%s: Parked %v after resume=%v", c.name, task.Parked, resume)
+		}
+		if len(task.InputResponses) != n || (n > 0 && string(task.InputResponses["a"]) != "1") {
+			t.Errorf("%s: responses %v", c.name, task.InputResponses)
+		}
+		if _, ok := task.InputResponses["stray"]; ok {
+			t.Errorf("%s: an answer to no open request was filed", c.name)
+		}
+	}
+}

@@ -103,6 +103,23 @@ func New(t testing.TB, mux *consumer.Mux, cfg *consumer.Config) *Harness {
 	return h
 }
 
+// With is Start, f and Close in one, for a program or an Example that has
+// no testing.TB for New: it runs f with ctx on a harness for mux and closes
+// the harness when f returns. It returns Start's error, else f's, else
+// Close's.
+func With(ctx context.Context, mux *consumer.Mux, cfg *consumer.Config, f func(ctx context.Context, h *Harness) error) (err error) {
+	h, err := Start(ctx, mux, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := h.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	return f(ctx, h)
+}
+
 // Close stops the worker as a shutdown does (running handlers get the
 // shutdown grace, then their context ends with consumer.ErrShutdown) and
 // returns once it stopped.

@@ -19,14 +19,28 @@ type Count struct {
 	Words int `json:"words"`
 }
 
-// A handler called with arguments, and its typed result. In a test, New(t,
+// A handler called with arguments, and its typed result; a handler's
+// consumer.ToolError completes the call with a result the model sees:
+// IsError set, the error's message as its text. In a test, New(t,
 // mux, nil) starts the harness and closes it when the test ends; Start and
-// Close do the same by hand.
+// Close do the same by hand, and With around a function (the other examples
+// use it).
 func ExampleHarness_Call() {
 	mux := consumer.NewMux()
 	consumer.Handle(mux, consumer.Tool{Name: "word_count"},
 		func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
 			return Count{Words: len(strings.Fields(c.Args.Text))}, nil
+		})
+	consumer.Handle(mux, consumer.Tool{Name: "read_file"},
+		func(ctx context.Context, c *consumer.Call[DeleteArgs]) (*consumer.Result, error) {
+			b, err := os.ReadFile(c.Args.Path)
+			if errors.Is(err, os.ErrNotExist) {
+				return nil, consumer.ToolError(fmt.Errorf("no file %s: list the directory first", c.Args.Path))
+			}
+			if err != nil {
+				return nil, err
+			}
+			return consumer.TextResult(string(b)), nil
 		})
 
 	ctx := context.Background()
@@ -48,7 +62,16 @@ func ExampleHarness_Call() {
 		return
 	}
 	fmt.Println(out.Status, got.Words)
-	// Output: completed 4
+
+	out, err = h.Call(ctx, "read_file", DeleteArgs{Path: "/no/such/file"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(out.Status, out.Result.IsError, out.Text())
+	// Output:
+	// completed 4
+	// completed true no file /no/such/file: list the directory first
 }
 
 type DeleteArgs struct {
@@ -71,33 +94,29 @@ func ExampleAnswer() {
 			}
 			return consumer.TextResult("deleted " + c.Args.Path), nil
 		})
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		out, err := h.Call(ctx, "delete", DeleteArgs{Path: "/tmp/a"},
+			consumertest.Answer("confirm", consumer.ElicitResult{Action: "accept"}))
+		if err != nil {
+			return err
+		}
+		fmt.Println(out.Text())
 
-	out, err := h.Call(ctx, "delete", DeleteArgs{Path: "/tmp/a"},
-		consumertest.Answer("confirm", consumer.ElicitResult{Action: "accept"}))
+		// Unscripted: the call waits, the request is there to see.
+		run, err := h.Start(ctx, "delete", DeleteArgs{Path: "/tmp/b"})
+		if err != nil {
+			return err
+		}
+		out, _ = run.Wait(ctx)
+		fmt.Println(out.Status, run.Requests()[0].Method)
+		_ = run.Answer("confirm", consumer.ElicitResult{Action: "decline"})
+		out, _ = run.Wait(ctx)
+		fmt.Println(out.Text())
+		return nil
+	})
 	if err != nil {
 		fmt.Println(err)
-		return
 	}
-	fmt.Println(out.Text())
-
-	// Unscripted: the call waits, the request is there to see.
-	run, err := h.Start(ctx, "delete", DeleteArgs{Path: "/tmp/b"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	out, _ = run.Wait(ctx)
-	fmt.Println(out.Status, run.Requests()[0].Method)
-	_ = run.Answer("confirm", consumer.ElicitResult{Action: "decline"})
-	out, _ = run.Wait(ctx)
-	fmt.Println(out.Text())
 	// Output:
 	// deleted /tmp/a
 	// input_required elicitation/create
@@ -116,28 +135,24 @@ func ExampleRun_Progress() {
 			}
 			return consumer.TextResult("done"), nil
 		})
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		run, err := h.Start(ctx, "pages", struct{}{})
+		if err != nil {
+			return err
+		}
+		out, err := run.Wait(ctx) // every report is heard once Wait returns
+		if err != nil {
+			return err
+		}
+		for _, p := range run.Progress() {
+			fmt.Println(p.Progress, p.Total, p.Message)
+		}
+		fmt.Println(out.Status, out.StatusMessage)
+		return nil
+	})
 	if err != nil {
 		fmt.Println(err)
-		return
 	}
-	defer h.Close()
-
-	run, err := h.Start(ctx, "pages", struct{}{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	out, err := run.Wait(ctx) // every report is heard once Wait returns
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, p := range run.Progress() {
-		fmt.Println(p.Progress, p.Total, p.Message)
-	}
-	fmt.Println(out.Status, out.StatusMessage)
 	// Output:
 	// 1 3 page 1
 	// 2 3 page 2
@@ -158,64 +173,26 @@ func ExampleRun_Cancel() {
 			saw <- context.Cause(ctx)
 			return nil, ctx.Err()
 		})
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
+	err := consumertest.With(context.Background(), mux, nil, func(ctx context.Context, h *consumertest.Harness) error {
+		run, err := h.Start(ctx, "forever", struct{}{})
+		if err != nil {
+			return err
+		}
+		if _, err := run.WaitProgress(ctx, 1); err != nil { // it runs
+			return err
+		}
+		if err := run.Cancel(ctx); err != nil {
+			return err
+		}
+		out, err := run.Wait(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Println(out.Status, errors.Is(<-saw, consumer.ErrTaskCancelled))
+		return nil
+	})
 	if err != nil {
 		fmt.Println(err)
-		return
 	}
-	defer h.Close()
-
-	run, err := h.Start(ctx, "forever", struct{}{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if _, err := run.WaitProgress(ctx, 1); err != nil { // it runs
-		fmt.Println(err)
-		return
-	}
-	if err := run.Cancel(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
-	out, err := run.Wait(ctx)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(out.Status, errors.Is(<-saw, consumer.ErrTaskCancelled))
 	// Output: cancelled true
-}
-
-// A consumer.ToolError completes the call with a result the model sees:
-// IsError set, the error's message as its text.
-func ExampleHarness_Call_toolError() {
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "read_file"},
-		func(ctx context.Context, c *consumer.Call[DeleteArgs]) (*consumer.Result, error) {
-			b, err := os.ReadFile(c.Args.Path)
-			if errors.Is(err, os.ErrNotExist) {
-				return nil, consumer.ToolError(fmt.Errorf("no file %s: list the directory first", c.Args.Path))
-			}
-			if err != nil {
-				return nil, err
-			}
-			return consumer.TextResult(string(b)), nil
-		})
-	ctx := context.Background()
-	h, err := consumertest.Start(ctx, mux, nil)
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer h.Close()
-
-	out, err := h.Call(ctx, "read_file", DeleteArgs{Path: "/no/such/file"})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println(out.Status, out.Result.IsError, out.Text())
-	// Output: completed true no file /no/such/file: list the directory first
 }

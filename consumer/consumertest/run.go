@@ -237,29 +237,10 @@ func (r *Run) reply() {
 		if t.Status != taskstate.InputRequired {
 			return taskstate.ErrSkip
 		}
-		n := 0
-		for k := range t.InputRequests {
-			a, ok := r.scripted(k)
-			if !ok {
-				continue
-			}
-			if t.InputResponses == nil {
-				t.InputResponses = map[string]json.RawMessage{}
-			}
-			t.InputResponses[k] = a
-			delete(t.InputRequests, k)
-			n++
-		}
+		var n int
+		n, resume = t.FileResponses(r.scripted) // a parked task (no run waits) resumes by this write
 		if n == 0 {
 			return taskstate.ErrSkip
-		}
-		if len(t.InputRequests) == 0 {
-			t.Status = taskstate.Working
-			if t.Parked != nil { // no run waits: this write resumes the task
-				t.Parked = nil
-				t.Requeues++
-				resume = true
-			}
 		}
 		return nil
 	})

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // The large phase (--phase large) measures what serving large results costs
@@ -56,12 +58,12 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 			if tk.Status == "failed" || tk.Status == "cancelled" {
 				return nil, fmt.Errorf("large: task %s %s", id, tk.Status)
 			}
-			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			if err := procs.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := sleepCtx(ctx, c.rssSettle); err != nil {
+	if err := procs.Sleep(ctx, c.rssSettle); err != nil {
 		return nil, err
 	}
 	var err error

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // pollOnePolicy is how (d) polls: --poll-one's fixed interval, 0 back to back.
@@ -424,7 +425,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		case "nats":
 			pp := 0
 			if c.pprofDir != "" {
-				pp, _ = freePort()
+				pp, _ = procs.FreePort()
 				natsProfile = fmt.Sprintf("http://127.0.0.1:%d", pp)
 			}
 			url, p, stop, err := startNATS(ctx, b, pp, cl)
@@ -500,7 +501,7 @@ func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Option
 // measureProcs starts api and one worker as separate processes and runs
 // (b)–(g), or the rss or large phase, against them.
 func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArgs []string, prefix string, pids map[string]int, natsProfile string, prof func(string) string, cl *cleanup) error {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return err
 	}
@@ -510,7 +511,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		targets["nats-server"] = natsProfile
 	}
 	if c.pprofDir != "" {
-		ap, _ := freePort()
+		ap, _ := procs.FreePort()
 		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", ap)}
 		targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
 	}
@@ -533,7 +534,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	}
 	env = nil
 	if c.pprofDir != "" {
-		wp, _ := freePort()
+		wp, _ := procs.FreePort()
 		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", wp)}
 		targets["worker"] = fmt.Sprintf("http://127.0.0.1:%d", wp)
 	}
@@ -589,7 +590,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	// calls show the pickup a lone caller sees.
 	pause := max(200*time.Millisecond, 2*c.asynqPoll)
 	randomly := func(ctx context.Context) (sample, error) {
-		if err := sleepCtx(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
+		if err := procs.Sleep(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
 			return sample{}, err
 		}
 		return cli.syncOnce(ctx, c.call)
@@ -606,7 +607,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if r.name == "asynq" && c.asynqBusy < c.asynqPoll {
 		quiet := time.Second + 50*time.Millisecond // asynqbroker's BusyFor and a margin
 		afterQuiet := func(ctx context.Context) (sample, error) {
-			if err := sleepCtx(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
+			if err := procs.Sleep(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
 				return sample{}, err
 			}
 			return cli.syncOnce(ctx, c.call)
@@ -632,11 +633,11 @@ func (r *backendRun) idlePhase(x *runner) error {
 	logf("%s: (f) idle: no calls", r.name)
 	w := x.window()
 	cpu := watchCPU(x.pids, w)
-	if err := sleepCtx(x.ctx, time.Until(w.from)); err != nil {
+	if err := procs.Sleep(x.ctx, time.Until(w.from)); err != nil {
 		return err
 	}
 	cmds0, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
-	if err := sleepCtx(x.ctx, time.Until(w.to)); err != nil {
+	if err := procs.Sleep(x.ctx, time.Until(w.to)); err != nil {
 		return err
 	}
 	cmds1, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
@@ -729,7 +730,7 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String())
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -777,7 +778,7 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 			}
 			return "", fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, err, out)
 		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, 50*time.Millisecond); err != nil {
 			return "", err
 		}
 	}
@@ -797,7 +798,7 @@ func profileProcs(ctx context.Context, targets map[string]string, win window, pr
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if sleepCtx(ctx, time.Until(win.from)) != nil {
+				if procs.Sleep(ctx, time.Until(win.from)) != nil {
 					return
 				}
 				path := prof(phase + "-" + name)
@@ -811,19 +812,11 @@ func profileProcs(ctx context.Context, targets map[string]string, win window, pr
 }
 
 func fetchProfile(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procs.Get(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: %s %s", url, resp.Status, b)
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // cleanup is a stack of undo steps run once each, last registered first:
@@ -221,37 +222,17 @@ func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) e
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // startNATS runs nats-server with JetStream and file storage in a temporary
 // directory, as integration/harness does.
 func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url string, p *proc, stop func(), err error) {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // The rss phase (--phase rss) checks that the api keeps no per-task state:
@@ -72,7 +74,7 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 							out.errMsg = err.Error()
 						}
 						mu.Unlock()
-						_ = sleepCtx(ctx, 10*time.Millisecond)
+						_ = procs.Sleep(ctx, 10*time.Millisecond)
 						continue
 					}
 					done.Add(1)
@@ -89,7 +91,7 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 			}
 		}
 		took := time.Since(start)
-		if err := sleepCtx(ctx, c.rssSettle); err != nil {
+		if err := procs.Sleep(ctx, c.rssSettle); err != nil {
 			return nil, err
 		}
 		pt := rssPoint{tasks: int(done.Load()), took: took}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
@@ -108,12 +108,11 @@ func Build(t testing.TB) *Bins {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := procs.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Proc is a running child process with its output captured.
@@ -405,7 +404,7 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 		return err
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		raw = lastSSEData(raw)
+		raw = procs.LastSSEData(raw)
 	}
 	var env struct {
 		Result json.RawMessage `json:"result"`
@@ -422,16 +421,6 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 		return json.Unmarshal(env.Result, out)
 	}
 	return nil
-}
-
-func lastSSEData(b []byte) []byte {
-	var last []byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			last = d
-		}
-	}
-	return last
 }
 
 // Task is the 2026-07-28 view of a task.

@@ -67,7 +67,7 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 		return nil, err
 	}
 	var err error
-	if out.idleKiB, err = vmKiB(api.pid(), "VmRSS"); err != nil {
+	if out.idleKiB, err = vmKiB(api.Pid(), "VmRSS"); err != nil {
 		return nil, err
 	}
 	logf("large: %d results of %d bytes stored; api VmRSS %d KiB; %d clients fetching for %s", len(ids), c.largeBytes, out.idleKiB, len(ids), c.duration)
@@ -82,7 +82,7 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 			case <-stop:
 				return
 			case <-t.C:
-				if v, err := vmKiB(api.pid(), "VmRSS"); err == nil && v > peak.Load() {
+				if v, err := vmKiB(api.Pid(), "VmRSS"); err == nil && v > peak.Load() {
 					peak.Store(v)
 				}
 			}
@@ -121,7 +121,7 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 	out.took = time.Since(begin)
 	out.served = served.Load()
 	out.peakKiB = peak.Load()
-	out.hwmKiB, _ = vmKiB(api.pid(), "VmHWM")
+	out.hwmKiB, _ = vmKiB(api.Pid(), "VmHWM")
 	return out, ctx.Err()
 }
 

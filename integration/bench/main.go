@@ -435,7 +435,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 			defer stop()
 			opts.NATSURL = url
 			beArgs = []string{"--broker", "nats", "--nats", url}
-			pids["broker"] = p.pid()
+			pids["broker"] = p.Pid()
 			r.desc = "NATS JetStream work queue + KV (nats-server " + modVersion("github.com/nats-io/nats-server/v2") + ", file storage, separate process)"
 			r.durability = "JetStream file storage (default sync: fsync every 2 min, not per write)"
 		case "asynq":
@@ -526,7 +526,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if err != nil {
 		return err
 	}
-	stopAPI := cl.add("stop api", func() { api.stop(10 * time.Second) })
+	stopAPI := cl.add("stop api", func() { api.Stop(10 * time.Second) })
 	defer stopAPI()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := waitHealthy(ctx, api, base+"/healthz"); err != nil {
@@ -542,7 +542,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if err != nil {
 		return err
 	}
-	stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
+	stopWorker := cl.add("stop worker", func() { worker.Stop(10 * time.Second) })
 	defer stopWorker()
 	cli, err := newMCP(base+"/mcp", max(c.conc, c.longConc))
 	if err != nil {
@@ -551,7 +551,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if _, err := waitTools(ctx, cli, worker, c.call.name, c.long.name); err != nil {
 		return err
 	}
-	pids["api"], pids["worker"] = api.pid(), worker.pid()
+	pids["api"], pids["worker"] = api.Pid(), worker.Pid()
 	switch c.phase {
 	case "rss":
 		r.rss, err = runRSS(ctx, c, cli, api, worker)
@@ -717,8 +717,8 @@ func redisInfo(ctx context.Context, url string) (pid int, durability, version st
 func waitHealthy(ctx context.Context, p *proc, url string) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if p.exited() {
-			return fmt.Errorf("api exited: %w\n%s", p.err, p.out.String())
+		if p.Exited() {
+			return fmt.Errorf("api exited: %w\n%s", p.Err(), p.out.String())
 		}
 		resp, err := http.Get(url)
 		if err == nil {
@@ -743,8 +743,8 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string, error) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if p != nil && p.exited() {
-			return "", fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+		if p != nil && p.Exited() {
+			return "", fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
 		}
 		var list struct {
 			Tools []struct {

@@ -34,7 +34,7 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 			if p, err = start("peer", c.peerBin, []string{"MCPKIT_PEER_QUIET=1"}, "--addr", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 				return err
 			}
-			defer cl.add("stop peer", func() { p.stop(10 * time.Second) })()
+			defer cl.add("stop peer", func() { p.Stop(10 * time.Second) })()
 			endpoint, where = fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "started by the bench ("+filepath.Base(c.peerBin)+")"
 		}
 		cli, err := newMCP(endpoint, c.conc)
@@ -53,7 +53,7 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 		cpuOf := "its process's CPU in the api column"
 		pid := 0
 		if p != nil {
-			pid = p.pid()
+			pid = p.Pid()
 		} else if pid = listenerPID(endpoint); pid == 0 {
 			cpuOf = "its process not found on this machine: no CPU figures for it"
 		}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -141,11 +140,9 @@ func repoRoot() (string, error) {
 
 // proc is a child process whose output keeps its last 64 KiB.
 type proc struct {
+	*procs.Proc
 	name string
-	cmd  *exec.Cmd
 	out  *tailBuffer
-	done chan struct{}
-	err  error
 }
 
 type tailBuffer struct {
@@ -177,47 +174,19 @@ func (t *tailBuffer) String() string {
 // start runs bin in its own process group (Ctrl-C reaches the bench only,
 // which then stops children in order); the kernel kills it if the bench dies.
 func start(name, bin string, env []string, args ...string) (*proc, error) {
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &tailBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	p := &proc{name: name, out: &tailBuffer{}}
+	var err error
+	if p.Proc, err = procs.Start(bin, env, p.out, true, args...); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	return p, nil
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM, waits up to grace, then SIGKILLs.
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
 }
 
 func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for !strings.Contains(p.out.String(), s) {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+		if p.Exited() {
+			return fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
@@ -249,7 +218,7 @@ func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url 
 		_ = os.RemoveAll(dir)
 		return "", nil, nil, err
 	}
-	stop = cl.add("stop nats-server", func() { p.stop(5 * time.Second); _ = os.RemoveAll(dir) })
+	stop = cl.add("stop nats-server", func() { p.Stop(5 * time.Second); _ = os.RemoveAll(dir) })
 	if err := p.waitOutput(ctx, "Server is ready", 20*time.Second); err != nil {
 		stop()
 		return "", nil, nil, err

@@ -86,8 +86,8 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 			return nil, err
 		}
 		for _, p := range []*proc{api, worker} {
-			if p.exited() {
-				return nil, fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+			if p.Exited() {
+				return nil, fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
 			}
 		}
 		took := time.Since(start)
@@ -96,13 +96,13 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 		}
 		pt := rssPoint{tasks: int(done.Load()), took: took}
 		var err error
-		if pt.apiKiB, err = vmKiB(api.pid(), "VmRSS"); err != nil {
+		if pt.apiKiB, err = vmKiB(api.Pid(), "VmRSS"); err != nil {
 			return nil, err
 		}
-		if pt.apiHWM, err = vmKiB(api.pid(), "VmHWM"); err != nil {
+		if pt.apiHWM, err = vmKiB(api.Pid(), "VmHWM"); err != nil {
 			return nil, err
 		}
-		if pt.wrkKiB, err = vmKiB(worker.pid(), "VmRSS"); err != nil {
+		if pt.wrkKiB, err = vmKiB(worker.Pid(), "VmRSS"); err != nil {
 			return nil, err
 		}
 		logf("rss: %d tasks: api VmRSS %d KiB (peak %d KiB), worker %d KiB", pt.tasks, pt.apiKiB, pt.apiHWM, pt.wrkKiB)

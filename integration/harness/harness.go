@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,11 +116,9 @@ func FreePort(t testing.TB) int {
 
 // Proc is a running child process with its output captured.
 type Proc struct {
+	*procs.Proc
 	Name string
-	cmd  *exec.Cmd
 	out  *SyncBuffer
-	done chan struct{}
-	err  error
 }
 
 // SyncBuffer is a buffer safe for concurrent writers: process output, log
@@ -139,18 +136,15 @@ func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 // start is Start with the output also copied to also (nil: only kept in memory).
 func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &SyncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout = p.out
+	p := &Proc{Name: name, out: &SyncBuffer{}}
+	var out io.Writer = p.out
 	if also != nil {
-		p.cmd.Stdout = io.MultiWriter(p.out, also)
+		out = io.MultiWriter(p.out, also)
 	}
-	p.cmd.Stderr = p.cmd.Stdout
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	var err error
+	if p.Proc, err = procs.Start(bin, env, out, false, args...); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()
 		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
@@ -173,37 +167,12 @@ func tail(s string, n int) string {
 // Output is everything the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }
 
-// Kill sends SIGKILL (kill -9) and waits for the process to go.
-func (p *Proc) Kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
 // Stop sends SIGTERM and waits up to d for a clean exit; it reports the exit error.
 func (p *Proc) Stop(d time.Duration) error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(d):
-		p.Kill()
+	if !p.Proc.Stop(d) {
 		return fmt.Errorf("%s did not exit within %s after SIGTERM", p.Name, d)
 	}
-}
-
-// Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return p.Err()
 }
 
 // WaitOutput polls the output until it contains s or the deadline passes.

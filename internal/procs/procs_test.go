@@ -56,7 +56,7 @@ func TestSleepEndsWithContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := Sleep(ctx, time.Hour); err != context.Canceled {
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Sleep on a cancelled context = %v, want context.Canceled", err)
 	}
 }

@@ -715,25 +715,14 @@ func redisInfo(ctx context.Context, url string) (pid int, durability, version st
 }
 
 func waitHealthy(ctx context.Context, p *proc, url string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if p.Exited() {
-			return fmt.Errorf("api exited: %w\n%s", p.Err(), p.out.String())
-		}
+	return waitFor(ctx, p, 20*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String())
-		}
-		if err := procs.Sleep(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, func() error { return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String()) })
 }
 
 // waitTools waits until the server at cli lists every one of tools (for
@@ -741,11 +730,10 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 // returns the server's name and version from the answer's serverInfo ("" if
 // none). p, when not nil, is the process serving them: its exit ends the wait.
 func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string, error) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if p != nil && p.Exited() {
-			return "", fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
-		}
+	var server string
+	var missing []string
+	var lastErr error
+	err := waitFor(ctx, p, 20*time.Second, 50*time.Millisecond, func() bool {
 		var list struct {
 			Tools []struct {
 				Name string `json:"name"`
@@ -757,31 +745,30 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 				} `json:"io.modelcontextprotocol/serverInfo"`
 			} `json:"_meta"`
 		}
-		_, err := cli.call(ctx, "tools/list", "", "", false, &list)
+		_, lastErr = cli.call(ctx, "tools/list", "", "", false, &list)
 		listed := map[string]bool{}
 		for _, t := range list.Tools {
 			listed[t.Name] = true
 		}
-		var missing []string
+		missing = nil
 		for _, t := range tools {
 			if !listed[t] {
 				missing = append(missing, t)
 			}
 		}
-		if err == nil && len(missing) == 0 {
-			return strings.TrimSpace(list.Meta.Server.Name + " " + list.Meta.Server.Version), nil
+		server = strings.TrimSpace(list.Meta.Server.Name + " " + list.Meta.Server.Version)
+		return lastErr == nil && len(missing) == 0
+	}, func() error {
+		out := ""
+		if p != nil {
+			out = "\n" + p.out.String()
 		}
-		if time.Now().After(deadline) {
-			out := ""
-			if p != nil {
-				out = "\n" + p.out.String()
-			}
-			return "", fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, err, out)
-		}
-		if err := procs.Sleep(ctx, 50*time.Millisecond); err != nil {
-			return "", err
-		}
+		return fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, lastErr, out)
+	})
+	if err != nil {
+		return "", err
 	}
+	return server, nil
 }
 
 // profileProcs returns a starter that fetches a CPU profile covering win

@@ -182,20 +182,39 @@ func start(name, bin string, env []string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
+// gone is nil while p runs (or p is nil); once it has exited, an error with
+// how it ended and its output.
+func (p *proc) gone() error {
+	if p == nil || !p.Exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
+}
+
+// waitFor polls ready every interval until it holds; it fails at once if p
+// (nil: none) exits or ctx ends, and with late() once within has passed.
+func waitFor(ctx context.Context, p *proc, within, every time.Duration, ready func() bool, late func() error) error {
 	deadline := time.Now().Add(within)
-	for !strings.Contains(p.out.String(), s) {
-		if p.Exited() {
-			return fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
+	for !ready() {
+		if err := p.gone(); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
+			return late()
 		}
-		if err := procs.Sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, every); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
+	return waitFor(ctx, p, within, 20*time.Millisecond,
+		func() bool { return strings.Contains(p.out.String(), s) },
+		func() error {
+			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
+		})
 }
 
 // startNATS runs nats-server with JetStream and file storage in a temporary

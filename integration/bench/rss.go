@@ -86,8 +86,8 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 			return nil, err
 		}
 		for _, p := range []*proc{api, worker} {
-			if p.Exited() {
-				return nil, fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
+			if err := p.gone(); err != nil {
+				return nil, err
 			}
 		}
 		took := time.Since(start)

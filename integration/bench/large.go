@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // The large phase (--phase large) measures what serving large results costs
@@ -56,16 +58,16 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 			if tk.Status == "failed" || tk.Status == "cancelled" {
 				return nil, fmt.Errorf("large: task %s %s", id, tk.Status)
 			}
-			if err := sleepCtx(ctx, 100*time.Millisecond); err != nil {
+			if err := procs.Sleep(ctx, 100*time.Millisecond); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := sleepCtx(ctx, c.rssSettle); err != nil {
+	if err := procs.Sleep(ctx, c.rssSettle); err != nil {
 		return nil, err
 	}
 	var err error
-	if out.idleKiB, err = vmKiB(api.pid(), "VmRSS"); err != nil {
+	if out.idleKiB, err = vmKiB(api.Pid(), "VmRSS"); err != nil {
 		return nil, err
 	}
 	logf("large: %d results of %d bytes stored; api VmRSS %d KiB; %d clients fetching for %s", len(ids), c.largeBytes, out.idleKiB, len(ids), c.duration)
@@ -80,7 +82,7 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 			case <-stop:
 				return
 			case <-t.C:
-				if v, err := vmKiB(api.pid(), "VmRSS"); err == nil && v > peak.Load() {
+				if v, err := vmKiB(api.Pid(), "VmRSS"); err == nil && v > peak.Load() {
 					peak.Store(v)
 				}
 			}
@@ -119,7 +121,7 @@ func runLarge(ctx context.Context, c *config, cli *mcp, api *proc) (*largeRun, e
 	out.took = time.Since(begin)
 	out.served = served.Load()
 	out.peakKiB = peak.Load()
-	out.hwmKiB, _ = vmKiB(api.pid(), "VmHWM")
+	out.hwmKiB, _ = vmKiB(api.Pid(), "VmHWM")
 	return out, ctx.Err()
 }
 

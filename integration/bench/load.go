@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // mcp is a lean 2026-07-28 client: the harness's wire (headers, _meta,
@@ -116,7 +118,7 @@ func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool,
 	}
 	raw := resp.body
 	if resp.sse {
-		raw = lastSSEData(raw)
+		raw = procs.LastSSEData(raw)
 	}
 	env := struct {
 		Result any       `json:"result"`
@@ -129,16 +131,6 @@ func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool,
 		return raw, env.Error
 	}
 	return raw, nil
-}
-
-func lastSSEData(b []byte) []byte {
-	var last []byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			last = d
-		}
-	}
-	return last
 }
 
 var errToolError = errors.New("tool returned isError: true")
@@ -239,7 +231,7 @@ func (m *mcp) taskOnce(ctx context.Context, t toolCall, poll pollPolicy) (sample
 			if err != nil {
 				return s, fmt.Errorf("%s: %w", answer, err)
 			}
-			if err := sleepCtx(ctx, d); err != nil {
+			if err := procs.Sleep(ctx, d); err != nil {
 				return s, err
 			}
 			s.waits++
@@ -338,7 +330,7 @@ func drive(ctx context.Context, name string, conc int, win window, pids map[stri
 				}
 				if err != nil {
 					rec.fail(err)
-					_ = sleepCtx(ctx, 10*time.Millisecond) // no hot error loop
+					_ = procs.Sleep(ctx, 10*time.Millisecond) // no hot error loop
 					continue
 				}
 				rec.done(time.Now(), s)

@@ -33,6 +33,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // pollOnePolicy is how (d) polls: --poll-one's fixed interval, 0 back to back.
@@ -424,7 +425,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		case "nats":
 			pp := 0
 			if c.pprofDir != "" {
-				pp, _ = freePort()
+				pp, _ = procs.FreePort()
 				natsProfile = fmt.Sprintf("http://127.0.0.1:%d", pp)
 			}
 			url, p, stop, err := startNATS(ctx, b, pp, cl)
@@ -434,7 +435,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 			defer stop()
 			opts.NATSURL = url
 			beArgs = []string{"--broker", "nats", "--nats", url}
-			pids["broker"] = p.pid()
+			pids["broker"] = p.Pid()
 			r.desc = "NATS JetStream work queue + KV (nats-server " + modVersion("github.com/nats-io/nats-server/v2") + ", file storage, separate process)"
 			r.durability = "JetStream file storage (default sync: fsync every 2 min, not per write)"
 		case "asynq":
@@ -500,7 +501,7 @@ func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Option
 // measureProcs starts api and one worker as separate processes and runs
 // (b)–(g), or the rss or large phase, against them.
 func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArgs []string, prefix string, pids map[string]int, natsProfile string, prof func(string) string, cl *cleanup) error {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return err
 	}
@@ -510,7 +511,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 		targets["nats-server"] = natsProfile
 	}
 	if c.pprofDir != "" {
-		ap, _ := freePort()
+		ap, _ := procs.FreePort()
 		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", ap)}
 		targets["api"] = fmt.Sprintf("http://127.0.0.1:%d", ap)
 	}
@@ -525,7 +526,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if err != nil {
 		return err
 	}
-	stopAPI := cl.add("stop api", func() { api.stop(10 * time.Second) })
+	stopAPI := cl.add("stop api", func() { api.Stop(10 * time.Second) })
 	defer stopAPI()
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	if err := waitHealthy(ctx, api, base+"/healthz"); err != nil {
@@ -533,7 +534,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	}
 	env = nil
 	if c.pprofDir != "" {
-		wp, _ := freePort()
+		wp, _ := procs.FreePort()
 		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", wp)}
 		targets["worker"] = fmt.Sprintf("http://127.0.0.1:%d", wp)
 	}
@@ -541,7 +542,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if err != nil {
 		return err
 	}
-	stopWorker := cl.add("stop worker", func() { worker.stop(10 * time.Second) })
+	stopWorker := cl.add("stop worker", func() { worker.Stop(10 * time.Second) })
 	defer stopWorker()
 	cli, err := newMCP(base+"/mcp", max(c.conc, c.longConc))
 	if err != nil {
@@ -550,7 +551,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if _, err := waitTools(ctx, cli, worker, c.call.name, c.long.name); err != nil {
 		return err
 	}
-	pids["api"], pids["worker"] = api.pid(), worker.pid()
+	pids["api"], pids["worker"] = api.Pid(), worker.Pid()
 	switch c.phase {
 	case "rss":
 		r.rss, err = runRSS(ctx, c, cli, api, worker)
@@ -589,7 +590,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	// calls show the pickup a lone caller sees.
 	pause := max(200*time.Millisecond, 2*c.asynqPoll)
 	randomly := func(ctx context.Context) (sample, error) {
-		if err := sleepCtx(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
+		if err := procs.Sleep(ctx, time.Duration(mrand.Int64N(int64(pause)))); err != nil {
 			return sample{}, err
 		}
 		return cli.syncOnce(ctx, c.call)
@@ -606,7 +607,7 @@ func (r *backendRun) measureProcs(ctx context.Context, c *config, b *bins, beArg
 	if r.name == "asynq" && c.asynqBusy < c.asynqPoll {
 		quiet := time.Second + 50*time.Millisecond // asynqbroker's BusyFor and a margin
 		afterQuiet := func(ctx context.Context) (sample, error) {
-			if err := sleepCtx(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
+			if err := procs.Sleep(ctx, quiet+time.Duration(mrand.Int64N(int64(2*c.asynqPoll)))); err != nil {
 				return sample{}, err
 			}
 			return cli.syncOnce(ctx, c.call)
@@ -632,11 +633,11 @@ func (r *backendRun) idlePhase(x *runner) error {
 	logf("%s: (f) idle: no calls", r.name)
 	w := x.window()
 	cpu := watchCPU(x.pids, w)
-	if err := sleepCtx(x.ctx, time.Until(w.from)); err != nil {
+	if err := procs.Sleep(x.ctx, time.Until(w.from)); err != nil {
 		return err
 	}
 	cmds0, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
-	if err := sleepCtx(x.ctx, time.Until(w.to)); err != nil {
+	if err := procs.Sleep(x.ctx, time.Until(w.to)); err != nil {
 		return err
 	}
 	cmds1, _ := redisCommands(x.ctx, x.c.redisURL, r.name)
@@ -714,25 +715,14 @@ func redisInfo(ctx context.Context, url string) (pid int, durability, version st
 }
 
 func waitHealthy(ctx context.Context, p *proc, url string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if p.exited() {
-			return fmt.Errorf("api exited: %w\n%s", p.err, p.out.String())
-		}
+	return waitFor(ctx, p, 20*time.Second, 20*time.Millisecond, func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String())
-		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, func() error { return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String()) })
 }
 
 // waitTools waits until the server at cli lists every one of tools (for
@@ -740,11 +730,10 @@ func waitHealthy(ctx context.Context, p *proc, url string) error {
 // returns the server's name and version from the answer's serverInfo ("" if
 // none). p, when not nil, is the process serving them: its exit ends the wait.
 func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string, error) {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if p != nil && p.exited() {
-			return "", fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
-		}
+	var server string
+	var missing []string
+	var lastErr error
+	err := waitFor(ctx, p, 20*time.Second, 50*time.Millisecond, func() bool {
 		var list struct {
 			Tools []struct {
 				Name string `json:"name"`
@@ -756,31 +745,30 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 				} `json:"io.modelcontextprotocol/serverInfo"`
 			} `json:"_meta"`
 		}
-		_, err := cli.call(ctx, "tools/list", "", "", false, &list)
+		_, lastErr = cli.call(ctx, "tools/list", "", "", false, &list)
 		listed := map[string]bool{}
 		for _, t := range list.Tools {
 			listed[t.Name] = true
 		}
-		var missing []string
+		missing = nil
 		for _, t := range tools {
 			if !listed[t] {
 				missing = append(missing, t)
 			}
 		}
-		if err == nil && len(missing) == 0 {
-			return strings.TrimSpace(list.Meta.Server.Name + " " + list.Meta.Server.Version), nil
+		server = strings.TrimSpace(list.Meta.Server.Name + " " + list.Meta.Server.Version)
+		return lastErr == nil && len(missing) == 0
+	}, func() error {
+		out := ""
+		if p != nil {
+			out = "\n" + p.out.String()
 		}
-		if time.Now().After(deadline) {
-			out := ""
-			if p != nil {
-				out = "\n" + p.out.String()
-			}
-			return "", fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, err, out)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return "", err
-		}
+		return fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, lastErr, out)
+	})
+	if err != nil {
+		return "", err
 	}
+	return server, nil
 }
 
 // profileProcs returns a starter that fetches a CPU profile covering win
@@ -797,7 +785,7 @@ func profileProcs(ctx context.Context, targets map[string]string, win window, pr
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if sleepCtx(ctx, time.Until(win.from)) != nil {
+				if procs.Sleep(ctx, time.Until(win.from)) != nil {
 					return
 				}
 				path := prof(phase + "-" + name)
@@ -811,19 +799,11 @@ func profileProcs(ctx context.Context, targets map[string]string, win window, pr
 }
 
 func fetchProfile(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := procs.Get(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("%s: %s %s", url, resp.Status, b)
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // The peer run (--peer-url, --peer-bin) drives another MCP server speaking
@@ -25,14 +27,14 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 		endpoint, where := c.peerURL, "already running"
 		var p *proc
 		if c.peerBin != "" {
-			port, err := freePort()
+			port, err := procs.FreePort()
 			if err != nil {
 				return err
 			}
 			if p, err = start("peer", c.peerBin, []string{"MCPKIT_PEER_QUIET=1"}, "--addr", fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
 				return err
 			}
-			defer cl.add("stop peer", func() { p.stop(10 * time.Second) })()
+			defer cl.add("stop peer", func() { p.Stop(10 * time.Second) })()
 			endpoint, where = fmt.Sprintf("http://127.0.0.1:%d/mcp", port), "started by the bench ("+filepath.Base(c.peerBin)+")"
 		}
 		cli, err := newMCP(endpoint, c.conc)
@@ -51,7 +53,7 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 		cpuOf := "its process's CPU in the api column"
 		pid := 0
 		if p != nil {
-			pid = p.pid()
+			pid = p.Pid()
 		} else if pid = listenerPID(endpoint); pid == 0 {
 			cpuOf = "its process not found on this machine: no CPU figures for it"
 		}
@@ -61,11 +63,11 @@ func runPeer(ctx context.Context, c *config, cl *cleanup) *backendRun {
 		}
 		r.desc = fmt.Sprintf("peer MCP server at %s, %s; %s, no worker or broker", endpoint, where, cpuOf)
 		r.durability = "the peer's own (not known to the bench)"
-		var procs []*proc
+		var watched []*proc
 		if p != nil {
-			procs = []*proc{p}
+			watched = []*proc{p}
 		}
-		x := &runner{ctx: ctx, c: c, name: r.name, pids: pids, procs: procs}
+		x := &runner{ctx: ctx, c: c, name: r.name, pids: pids, procs: watched}
 		return x.taskRows(r, cli)
 	}()
 	return r
@@ -97,8 +99,8 @@ func listenerPID(endpoint string) int {
 	if len(inodes) == 0 {
 		return 0
 	}
-	procs, _ := filepath.Glob("/proc/[0-9]*/fd")
-	for _, fdDir := range procs {
+	fdDirs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, fdDir := range fdDirs {
 		fds, err := os.ReadDir(fdDir)
 		if err != nil {
 			continue

@@ -4,16 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // cleanup is a stack of undo steps run once each, last registered first:
@@ -140,11 +140,9 @@ func repoRoot() (string, error) {
 
 // proc is a child process whose output keeps its last 64 KiB.
 type proc struct {
+	*procs.Proc
 	name string
-	cmd  *exec.Cmd
 	out  *tailBuffer
-	done chan struct{}
-	err  error
 }
 
 type tailBuffer struct {
@@ -176,82 +174,53 @@ func (t *tailBuffer) String() string {
 // start runs bin in its own process group (Ctrl-C reaches the bench only,
 // which then stops children in order); the kernel kills it if the bench dies.
 func start(name, bin string, env []string, args ...string) (*proc, error) {
-	p := &proc{name: name, cmd: exec.Command(bin, args...), out: &tailBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	p := &proc{name: name, out: &tailBuffer{}}
+	var err error
+	if p.Proc, err = procs.Start(bin, env, p.out, true, args...); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	return p, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+// gone is nil while p runs (or p is nil); once it has exited, an error with
+// how it ended and its output.
+func (p *proc) gone() error {
+	if p == nil || !p.Exited() {
+		return nil
 	}
+	return fmt.Errorf("%s exited: %w\n%s", p.name, p.Err(), p.out.String())
 }
 
-// stop sends SIGTERM, waits up to grace, then SIGKILLs.
-func (p *proc) stop(grace time.Duration) {
-	if p.exited() {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
+// waitFor polls ready every interval until it holds; it fails at once if p
+// (nil: none) exits or ctx ends, and with late() once within has passed.
+func waitFor(ctx context.Context, p *proc, within, every time.Duration, ready func() bool, late func() error) error {
 	deadline := time.Now().Add(within)
-	for !strings.Contains(p.out.String(), s) {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+	for !ready() {
+		if err := p.gone(); err != nil {
+			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
+			return late()
 		}
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, every); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+func (p *proc) waitOutput(ctx context.Context, s string, within time.Duration) error {
+	return waitFor(ctx, p, within, 20*time.Millisecond,
+		func() bool { return strings.Contains(p.out.String(), s) },
+		func() error {
+			return fmt.Errorf("%s did not print %q within %s:\n%s", p.name, s, within, p.out.String())
+		})
 }
 
 // startNATS runs nats-server with JetStream and file storage in a temporary
 // directory, as integration/harness does.
 func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url string, p *proc, stop func(), err error) {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -268,7 +237,7 @@ func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url 
 		_ = os.RemoveAll(dir)
 		return "", nil, nil, err
 	}
-	stop = cl.add("stop nats-server", func() { p.stop(5 * time.Second); _ = os.RemoveAll(dir) })
+	stop = cl.add("stop nats-server", func() { p.Stop(5 * time.Second); _ = os.RemoveAll(dir) })
 	if err := p.waitOutput(ctx, "Server is ready", 20*time.Second); err != nil {
 		stop()
 		return "", nil, nil, err

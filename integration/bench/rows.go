@@ -28,8 +28,8 @@ func (x *runner) window() window {
 // alive fails when one of the run's processes has exited.
 func (x *runner) alive() error {
 	for _, p := range x.procs {
-		if p.exited() {
-			return fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+		if err := p.gone(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // The rss phase (--phase rss) checks that the api keeps no per-task state:
@@ -72,7 +74,7 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 							out.errMsg = err.Error()
 						}
 						mu.Unlock()
-						_ = sleepCtx(ctx, 10*time.Millisecond)
+						_ = procs.Sleep(ctx, 10*time.Millisecond)
 						continue
 					}
 					done.Add(1)
@@ -84,23 +86,23 @@ func runRSS(ctx context.Context, c *config, cli *mcp, api, worker *proc) (*rssRu
 			return nil, err
 		}
 		for _, p := range []*proc{api, worker} {
-			if p.exited() {
-				return nil, fmt.Errorf("%s exited: %w\n%s", p.name, p.err, p.out.String())
+			if err := p.gone(); err != nil {
+				return nil, err
 			}
 		}
 		took := time.Since(start)
-		if err := sleepCtx(ctx, c.rssSettle); err != nil {
+		if err := procs.Sleep(ctx, c.rssSettle); err != nil {
 			return nil, err
 		}
 		pt := rssPoint{tasks: int(done.Load()), took: took}
 		var err error
-		if pt.apiKiB, err = vmKiB(api.pid(), "VmRSS"); err != nil {
+		if pt.apiKiB, err = vmKiB(api.Pid(), "VmRSS"); err != nil {
 			return nil, err
 		}
-		if pt.apiHWM, err = vmKiB(api.pid(), "VmHWM"); err != nil {
+		if pt.apiHWM, err = vmKiB(api.Pid(), "VmHWM"); err != nil {
 			return nil, err
 		}
-		if pt.wrkKiB, err = vmKiB(worker.pid(), "VmRSS"); err != nil {
+		if pt.wrkKiB, err = vmKiB(worker.Pid(), "VmRSS"); err != nil {
 			return nil, err
 		}
 		logf("rss: %d tasks: api VmRSS %d KiB (peak %d KiB), worker %d KiB", pt.tasks, pt.apiKiB, pt.apiHWM, pt.wrkKiB)

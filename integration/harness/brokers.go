@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +38,7 @@ func StartLogged(t testing.TB, logDir, name, bin string, env []string, args ...s
 	}
 	fmt.Fprintf(f, "==== %s started %s: %s %s\n", name, time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 	p := start(t, name, bin, env, f, args)
-	go func() { <-p.done; f.Close() }()
+	go func() { <-p.Done(); f.Close() }()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s log: %s", name, path)
@@ -47,12 +46,6 @@ func StartLogged(t testing.TB, logDir, name, bin string, env []string, args ...s
 	})
 	return p
 }
-
-// Signal sends sig to the process (SIGSTOP and SIGCONT freeze and thaw it).
-func (p *Proc) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
-
-// Pid is the process id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // WorkerEnv is Worker with a log file in logDir and extra environment.
 func WorkerEnv(t testing.TB, logDir, bin, name string, env []string, be Backend, prefix string, extra ...string) *Proc {

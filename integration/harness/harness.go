@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,12 +17,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
@@ -108,21 +107,18 @@ func Build(t testing.TB) *Bins {
 // FreePort returns a loopback port that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := procs.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Proc is a running child process with its output captured.
 type Proc struct {
+	*procs.Proc
 	Name string
-	cmd  *exec.Cmd
 	out  *SyncBuffer
-	done chan struct{}
-	err  error
 }
 
 // SyncBuffer is a buffer safe for concurrent writers: process output, log
@@ -140,18 +136,15 @@ func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 // start is Start with the output also copied to also (nil: only kept in memory).
 func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
 	t.Helper()
-	p := &Proc{Name: name, cmd: exec.Command(bin, args...), out: &SyncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout = p.out
+	p := &Proc{Name: name, out: &SyncBuffer{}}
+	var out io.Writer = p.out
 	if also != nil {
-		p.cmd.Stdout = io.MultiWriter(p.out, also)
+		out = io.MultiWriter(p.out, also)
 	}
-	p.cmd.Stderr = p.cmd.Stdout
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
+	var err error
+	if p.Proc, err = procs.Start(bin, env, out, false, args...); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()
 		if strings.Contains(p.out.String(), "WARNING: DATA RACE") {
@@ -174,37 +167,12 @@ func tail(s string, n int) string {
 // Output is everything the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }
 
-// Kill sends SIGKILL (kill -9) and waits for the process to go.
-func (p *Proc) Kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
 // Stop sends SIGTERM and waits up to d for a clean exit; it reports the exit error.
 func (p *Proc) Stop(d time.Duration) error {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return p.err
-	case <-time.After(d):
-		p.Kill()
+	if !p.Proc.Stop(d) {
 		return fmt.Errorf("%s did not exit within %s after SIGTERM", p.Name, d)
 	}
-}
-
-// Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return p.Err()
 }
 
 // WaitOutput polls the output until it contains s or the deadline passes.
@@ -405,7 +373,7 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 		return err
 	}
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		raw = lastSSEData(raw)
+		raw = procs.LastSSEData(raw)
 	}
 	var env struct {
 		Result json.RawMessage `json:"result"`
@@ -422,16 +390,6 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 		return json.Unmarshal(env.Result, out)
 	}
 	return nil
-}
-
-func lastSSEData(b []byte) []byte {
-	var last []byte
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if d, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-			last = d
-		}
-	}
-	return last
 }
 
 // Task is the 2026-07-28 view of a task.

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // GreetArgs is the greet tool's arguments.
@@ -82,7 +83,7 @@ func Register(mux *consumer.Mux) {
 			// the task's trace (worker.Run sets the global provider).
 			_, span := otel.Tracer("github.com/mcpqueue/mcpqueue/internal/demo").Start(ctx, "render page",
 				trace.WithAttributes(attribute.Int("page", i)))
-			err := sleep(ctx, 200*time.Millisecond)
+			err := procs.Sleep(ctx, 200*time.Millisecond)
 			span.End()
 			if err != nil {
 				return Report{}, err
@@ -97,7 +98,7 @@ func Register(mux *consumer.Mux) {
 		Timeout: 10 * time.Minute,
 	}, func(ctx context.Context, c *consumer.Call[WaitArgs]) (*consumer.Result, error) {
 		_ = c.Progress(ctx, 0, 0, fmt.Sprintf("waiting %d ms", c.Args.Ms))
-		if err := sleep(ctx, time.Duration(c.Args.Ms)*time.Millisecond); err != nil {
+		if err := procs.Sleep(ctx, time.Duration(c.Args.Ms)*time.Millisecond); err != nil {
 			c.Logger().Info().Err(context.Cause(ctx)).Msg("wait: handler observed cancellation")
 			return nil, err
 		}
@@ -147,17 +148,6 @@ func Register(mux *consumer.Mux) {
 	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
 		return nil, consumer.ToolError(errors.New(cmp.Or(c.Args.Message, "this tool always fails")))
 	})
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // pattern is n bytes of a repeating, checkable ASCII pattern: "0123456789…".

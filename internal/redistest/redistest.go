@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // Bin is the redis-server on PATH; it fails t, naming the package to
@@ -87,7 +88,7 @@ func URL(t testing.TB) string {
 // server when that thread ends, which is when the test binary exits, however
 // it exits (a test's cleanup cannot do this: the server outlives every test).
 func startShared(bin string) (string, error) {
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		return "", err
 	}
@@ -136,7 +137,7 @@ func (s *Server) Output() string { return s.out.String() }
 // arguments win), until the test ends, and waits until it is ready.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func Start(t testing.TB, args ...string) *Server {
 // the CA in caFile.
 func StartTLS(t testing.TB, cert, key, caFile string, args ...string) *Server {
 	t.Helper()
-	port, err := freePort()
+	port, err := procs.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,15 +224,6 @@ func waitPing(addr string) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Client returns a client of the test server, closed in t.Cleanup. It fails

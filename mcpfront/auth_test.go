@@ -25,7 +25,6 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
-	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
 )
@@ -83,30 +82,16 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := testenv.StartNATS(t)
-	// The lease is long and tasks never park, so that no renewal or park
-	// writes a record during a test: "A's record is untouched" compares
-	// revisions.
-	ws := n.Connect(t) // the worker's connection and seams
-	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
-		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker", ParkAfter: -1,
-	})
-	testenv.RunWorker(t, w, authTools())
-
-	fs := n.Connect(t) // the front end's
-	fjs, fq, fst, fbus := fs.JS, fs.Queue, fs.Store, fs.Bus
-	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
 	logs := &redistest.SyncBuffer{}
-	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{
+	sys := startSystem(t, authTools, &consumer.Config{
+		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker", ParkAfter: -1,
+	}, &mcpfront.Config{
 		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
 	})
-	hs := httptest.NewServer(front)
-	t.Cleanup(hs.Close)
-	testenv.WaitTools(t, fst, authTools())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
 	return &authEnv{
-		url: hs.URL, handler: front, js: fjs, store: fst, jobsStream: n.Broker.Stream, front: fs,
+		url: sys.url, handler: sys.srv, js: sys.front.JS, store: sys.front.Store, jobsStream: sys.nats.Broker.Stream, front: sys.front,
 		iss: iss, hs256Key: hs256Key, auth: a, scopes: scopes, logs: logs, client: client,
 	}
 }

@@ -171,15 +171,41 @@ func (e *env) waitRecord(t *testing.T, tool string, cond func(*taskstate.Task) b
 	}
 }
 
-// newEnv starts NATS, a worker (its own connection and seams, as a separate
-// process would have) and the front end behind an httptest server.
-func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
+// system is what both test environments run: an embedded NATS, a worker
+// on its own connection (as a separate process would have) and the front
+// end on another, behind an httptest server.
+type system struct {
+	nats  *testenv.NATS
+	front *testenv.Seams // the front end's connection
+	srv   *mcpfront.Server
+	url   string
+}
+
+// startSystem starts a system whose worker serves tools with wcfg and
+// whose front end runs with fcfg, and returns once the front end's
+// catalog lists the tools. The worker's lease is long and its tasks never
+// park in both environments, so that no renewal or park writes a record
+// during a test ("nothing changed" compares revisions or the whole bucket).
+func startSystem(t testing.TB, tools func() *consumer.Mux, wcfg *consumer.Config, fcfg *mcpfront.Config) *system {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	ws := n.Connect(t) // the worker's connection and seams
+	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, wcfg)
+	testenv.RunWorker(t, w, tools())
+
 	fs := n.Connect(t) // the front end's
-	fst, fbus := fs.Store, fs.Bus
-	prod := producer.New(fst, producer.QueueExecutor{Queue: fs.Queue, Bus: fbus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
+	prod := producer.New(fs.Store, producer.QueueExecutor{Queue: fs.Queue, Bus: fs.Bus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
+	front := mcpfront.New(prod, fs.Store, fs.Store, fs.Bus, fcfg)
+	hs := httptest.NewServer(front)
+	t.Cleanup(hs.Close)
+	testenv.WaitTools(t, fs.Store, tools())
+	return &system{nats: n, front: fs, srv: front, url: hs.URL}
+}
+
+// newEnv starts the system with the test tools and the front end
+// configured by opts.
+func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
+	t.Helper()
 	fcfg := &mcpfront.Config{
 		Name: "mcpfront-test", Version: "9.9.9",
 		SyncTimeout: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
@@ -188,24 +214,13 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	for _, o := range opts {
 		o(fcfg)
 	}
-	front := mcpfront.New(prod, fst, fst, fbus, fcfg)
-
-	// The lease is long and tasks never park, so that no renewal or park
-	// writes a record during a test: "nothing changed" is checked on the
-	// whole bucket. A slot per route (tools, prompt, resources,
-	// completions) keeps a pull open on each, so no job waits for the
-	// worker's sweep of the routes it has no pull on.
-	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
+	// A slot per route (tools, prompt, resources, completions) keeps a
+	// pull open on each, so no job waits for the worker's sweep of the
+	// routes it has no pull on.
+	sys := startSystem(t, testTools, &consumer.Config{
 		Concurrency: 16, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
-	})
-	testenv.RunWorker(t, w, testTools())
-
-	hs := httptest.NewServer(front)
-	t.Cleanup(hs.Close)
-
-	e := &env{url: hs.URL, handler: front, js: fs.JS, store: fst, front: fs, taskBucket: n.KV.TaskBucket}
-	testenv.WaitTools(t, fst, testTools())
-	return e
+	}, fcfg)
+	return &env{url: sys.url, handler: sys.srv, js: sys.front.JS, store: sys.front.Store, front: sys.front, taskBucket: sys.nats.KV.TaskBucket}
 }
 
 // counts returns how many messages were ever written to the job stream and

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
 // DefaultPath is the PATH a child process gets when its configuration
@@ -105,7 +107,8 @@ func (c Command) start(log zerolog.Logger) (*child, error) {
 	// Its own process group, so a terminal's ^C reaches the worker (which
 	// drains, then stops its children) and not the children directly; and
 	// killed with the worker if the worker is killed.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	procs.DieWithParent(cmd.SysProcAttr)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

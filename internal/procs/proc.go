@@ -27,7 +27,7 @@ func Start(bin string, env []string, out io.Writer, dieWithParent bool, args ...
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if dieWithParent {
-		p.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+		DieWithParent(p.cmd.SysProcAttr)
 	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

@@ -96,7 +96,8 @@ func startShared(bin string) (string, error) {
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread lives as long as the server
 		cmd := exec.Command(bin, serverArgs(port, os.TempDir())...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+		procs.DieWithParent(cmd.SysProcAttr)
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return
@@ -163,7 +164,8 @@ func start(t testing.TB, port int, args []string) *Server {
 	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Port: port, Dir: t.TempDir(), out: &SyncBuffer{}}
 	s.Cmd = exec.Command(bin, append(serverArgs(port, s.Dir), args...)...)
 	s.Cmd.Stdout, s.Cmd.Stderr = s.out, s.out
-	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.Cmd.SysProcAttr = &syscall.SysProcAttr{}
+	procs.DieWithParent(s.Cmd.SysProcAttr)
 	if err := s.Cmd.Start(); err != nil {
 		t.Fatalf("redistest: start %s: %v", bin, err)
 	}

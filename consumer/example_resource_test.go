@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"time"
@@ -9,10 +10,11 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer"
 )
 
-// A worker serving a fixed resource, a family of resources under a URI
-// template with completion of its variable, and a report that the fixed
-// one changed (subscribed 2025-11-25 sessions get
-// notifications/resources/updated).
+// A worker serving a fixed resource and a family of resources under a URI
+// template with completion of its variable; ResourceUpdated reports that
+// the fixed one changed (subscribed 2025-11-25 sessions get
+// notifications/resources/updated). The mux publishes one catalog entry
+// for each: the api lists them and routes reads and completions to them.
 func ExampleHandleResourceTemplate() {
 	mux := consumer.NewMux()
 	consumer.HandleResource(mux, consumer.ResourceDef{
@@ -40,8 +42,15 @@ func ExampleHandleResourceTemplate() {
 		}
 		return []consumer.ResourceContents{consumer.BlobContents(c.Args.URI, "application/octet-stream", b)}, nil
 	})
-	go func() {
-		// Elsewhere, once the worker runs the mux: tell subscribers.
-		_ = mux.ResourceUpdated(context.Background(), "config://app")
-	}()
+	// Once a worker runs the mux, mux.ResourceUpdated(ctx, "config://app")
+	// tells the subscribers of the fixed one that it changed.
+
+	// What the worker publishes to the catalog, by kind and name:
+	for _, e := range mux.Tools() {
+		fmt.Println(e.Kind, e.Name)
+	}
+	// Output:
+	// completion template/file:///srv/{+path}
+	// resource config://app
+	// template file:///srv/{+path}
 }

@@ -2,19 +2,35 @@ package backend_test
 
 import (
 	"context"
+	"fmt"
 	"log"
+	"os"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // Connect the seams from an options struct instead of flags: the names of
 // the stream, consumers, buckets, queues and subjects all derive from
-// Prefix, exactly as api derives them.
+// Prefix, exactly as api derives them. Here NATS is an embedded server, as
+// the all-in-one api runs it; a deployment names its own NATS (NATSURL) or
+// Redis (Broker "asynq", RedisURL).
 func ExampleOptions_Connect() {
-	opts := &backend.Options{Broker: "nats", NATSURL: "nats://127.0.0.1:4222", Prefix: "mcpq"}
+	dir, err := os.MkdirTemp("", "mcpq-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ns, url, err := backend.EmbeddedNATS(dir, "127.0.0.1:-1", "", zerolog.Nop())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ns.Shutdown()
+
+	opts := &backend.Options{Broker: "nats", NATSURL: url, Prefix: "mcpq"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b, err := opts.Connect(ctx, "my-worker", zerolog.Nop())
@@ -23,5 +39,16 @@ func ExampleOptions_Connect() {
 	}
 	defer b.Close()
 	// b.Queue, b.Store, b.Catalog and b.Bus go to consumer.New (a worker)
-	// or producer.New (a front end).
+	// or producer.New (a front end). A task record written through one
+	// process's Store is what every other process reads.
+	id := taskstate.NewID()
+	if err := b.Store.Create(ctx, &taskstate.Task{ID: id, Tool: "word_count", Status: taskstate.Working}); err != nil {
+		log.Fatal(err)
+	}
+	t, err := b.Store.Get(ctx, id)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(t.Tool, t.Status)
+	// Output: word_count working
 }

@@ -505,7 +505,7 @@ func TestFaultRedisFailover(t *testing.T) {
 	ha.Primary.Kill()
 	killed := time.Now()
 
-	// The Sentinel notices (down after 1 s) and promotes the replica.
+	// The Sentinel notices (down after 3 s) and promotes the replica.
 	harness.Eventually(t, 30*time.Second, func() (bool, string) {
 		port, err := ha.PrimaryPort(context.Background())
 		return err == nil && port == ha.Replica.Port, fmt.Sprintf("the Sentinel names port %d (%v), want the replica's %d", port, err, ha.Replica.Port)

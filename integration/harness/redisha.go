@@ -14,9 +14,12 @@ import (
 )
 
 // RedisHA is Redis as a failover deployment runs it: a primary, a replica
-// of it and a Sentinel watching both (quorum 1, down after 1 s), three
+// of it and a Sentinel watching both (quorum 1, down after 3 s), three
 // redis-server processes, none of them persisting anything (--save "",
 // --appendonly no): what survives the primary is what the replica has.
+// With down after 1 s, a Sentinel on a loaded 2-core machine took the new
+// primary for down within a second of the switch and failed over again, to
+// the empty old primary just restarted as its replica.
 type RedisHA struct {
 	Master                     string // the Sentinel master name
 	Primary, Replica, Sentinel *RedisServer
@@ -32,7 +35,7 @@ func StartRedisHA(t testing.TB, logDir string) *RedisHA {
 	h.Replica = StartRedisArgs(t, logDir, "redis-replica", append(noDisk, "--replicaof", "127.0.0.1", strconv.Itoa(h.Primary.Port))...)
 
 	conf := filepath.Join(t.TempDir(), "sentinel.conf") // the Sentinel rewrites it
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 10000\nsentinel parallel-syncs %[1]s 1\n",
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %[1]s 3000\nsentinel failover-timeout %[1]s 10000\nsentinel parallel-syncs %[1]s 1\n",
 		h.Master, h.Primary.Port), 0o600); err != nil {
 		t.Fatal(err)
 	}

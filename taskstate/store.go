@@ -110,6 +110,8 @@ func WatchRecord[T any](ctx context.Context, s Store, id string, current bool, d
 				return !t.Status.Terminal()
 			case <-ctx.Done():
 				return false
+			case <-done:
+				return false
 			}
 		}
 		if cur != nil && !send(cur) {

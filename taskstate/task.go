@@ -3,8 +3,9 @@
 // status may change (working, input_required, completed, failed, cancelled),
 // and the Store that keeps records, with the Catalog of the tools workers
 // serve. It imports only the standard library; the implementations live in
-// sub-packages (natskv, redisstate) and every one of them passes the shared
-// contract suite in statetest.
+// sub-packages (natskv and redisstate for deployments, memstate in one
+// process for unit tests) and every one of them passes the shared contract
+// suite in statetest.
 package taskstate
 
 import (

@@ -3,6 +3,7 @@ package memstate
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,7 +235,7 @@ func (s *Store) entry(m entries, key string) ([]byte, bool) {
 
 func (m entries) deletePrefix(prefix string) {
 	for k := range m {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+		if strings.HasPrefix(k, prefix) {
 			delete(m, k)
 		}
 	}

@@ -1,6 +1,6 @@
 // Package statetest is the contract suite every taskstate.Store,
-// taskstate.Catalog and taskstate.Sessions implementation passes, so NATS KV and Redis behave the
-// same by construction. An implementation's test calls Run, declaring its
+// taskstate.Catalog and taskstate.Sessions implementation passes, so NATS
+// KV, Redis and the in-memory store behave the same by construction. An implementation's test calls Run, declaring its
 // optional abilities in a Features value, with a constructor that returns a
 // fresh, isolated store (its own bucket or key prefix) for each subtest;
 // subtests run in parallel.

@@ -131,10 +131,11 @@ func (h *Harness) Close() error {
 	}
 	h.subs = nil
 	h.mu.Unlock()
-	if err := <-h.done; err != nil {
+	err := <-h.done
+	h.done <- err // a second Close returns at once, with the same answer
+	if err != nil {
 		return fmt.Errorf("consumertest: worker: %w", err)
 	}
-	h.done <- nil // a second Close returns at once
 	return nil
 }
 

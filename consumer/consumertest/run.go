@@ -268,7 +268,9 @@ func (r *Run) unscripted(t *taskstate.Task) bool {
 // script does not hold (Outcome.Status input_required), and returns the
 // outcome; or ctx's error.
 func (r *Run) Wait(ctx context.Context) (*Outcome, error) {
-	updates, err := r.h.store.Watch(ctx, r.id)
+	wctx, cancel := context.WithCancel(ctx) // ends the watch when Wait returns early
+	defer cancel()
+	updates, err := r.h.store.Watch(wctx, r.id)
 	if err != nil {
 		return nil, fmt.Errorf("consumertest: %w", err)
 	}

@@ -47,9 +47,9 @@ func handleCompletion(m *Mux, ref string, names []string, f CompleteFunc) {
 	m.tools[key] = &entry{
 		info: taskstate.ToolInfo{Kind: taskstate.KindCompletion, Name: ref, TaskSupport: TaskForbidden},
 		run: func(ctx context.Context, cs *callState) (json.RawMessage, error) {
-			call := &Call[CompleteRequest]{callState: cs}
-			if err := json.Unmarshal(cs.args, &call.Args); err != nil {
-				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: "invalid completion request: " + err.Error()}
+			call, err := decodeCall[CompleteRequest](cs, "completion request")
+			if err != nil {
+				return nil, err
 			}
 			if !slices.Contains(names, call.Args.Argument) {
 				return nil, &ProtocolError{Code: vocab.CodeInvalidParams, Message: fmt.Sprintf("invalid params: %s has no argument %q", ref, call.Args.Argument)}

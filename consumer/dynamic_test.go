@@ -26,8 +26,6 @@ func rawTool(m *consumer.Mux, name, text string) {
 		})
 }
 
-// eventually polls cond every 20 ms until it holds or 15 s pass.
-
 func keys(m *consumer.Mux) string {
 	var out []string
 	for _, t := range m.Tools() {

@@ -43,13 +43,13 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		return
 	}
 	answers, rerr := s.gatherAnswers(prompt.Key(), p)
-	s.syncAnswer(ctx, w, r, c, rerr, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), answers)
+	s.syncAnswer(ctx, w, r, c, rerr, nil, s.promptJob(prompt, p.Arguments, c.owner), answers)
 }
 
-// promptJob is the job that runs prompt name with args for owner.
-func (s *Server) promptJob(prompt *taskstate.ToolInfo, name string, args json.RawMessage, owner string) *producer.Request {
+// promptJob is the job that runs prompt with args for owner.
+func (s *Server) promptJob(prompt *taskstate.ToolInfo, args json.RawMessage, owner string) *producer.Request {
 	return &producer.Request{
-		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: name, Arguments: args, Owner: owner,
+		ID: taskstate.NewID(), Kind: taskstate.KindPrompt, Tool: prompt.Name, Arguments: args, Owner: owner,
 		StatusMessage: s.awaiting(prompt),
 	}
 }
@@ -100,5 +100,5 @@ func (s *Server) legacyPromptsGet(ctx context.Context, w http.ResponseWriter, r 
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	s.legacyAnswer(ctx, w, r, c, nil, nil, s.promptJob(prompt, p.Name, p.Arguments, c.owner), p.Meta)
+	s.legacyAnswer(ctx, w, r, c, nil, nil, s.promptJob(prompt, p.Arguments, c.owner), p.Meta)
 }

@@ -83,9 +83,7 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 		t.Fatal(err)
 	}
 	logs := &redistest.SyncBuffer{}
-	sys := startSystem(t, authTools, &consumer.Config{
-		Concurrency: 8, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: "auth-test-worker", ParkAfter: -1,
-	}, &mcpfront.Config{
+	sys := startSystem(t, authTools(), "auth-test-worker", 8, &mcpfront.Config{
 		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}

@@ -181,24 +181,27 @@ type system struct {
 	url   string
 }
 
-// startSystem starts a system whose worker serves tools with wcfg and
-// whose front end runs with fcfg, and returns once the front end's
-// catalog lists the tools. The worker's lease is long and its tasks never
-// park in both environments, so that no renewal or park writes a record
-// during a test ("nothing changed" compares revisions or the whole bucket).
-func startSystem(t testing.TB, tools func() *consumer.Mux, wcfg *consumer.Config, fcfg *mcpfront.Config) *system {
+// startSystem starts a system whose worker (called id, running
+// concurrency handlers at once) serves mux and whose front end runs with
+// fcfg, and returns once the front end's catalog lists the tools. The
+// worker's lease is long and its tasks never park, so that no renewal or
+// park writes a record during a test ("nothing changed" compares
+// revisions or the whole bucket).
+func startSystem(t testing.TB, mux *consumer.Mux, id string, concurrency int, fcfg *mcpfront.Config) *system {
 	t.Helper()
 	n := testenv.StartNATS(t)
 	ws := n.Connect(t) // the worker's connection and seams
-	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, wcfg)
-	testenv.RunWorker(t, w, tools())
+	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
+		Concurrency: concurrency, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: id, ParkAfter: -1,
+	})
+	testenv.RunWorker(t, w, mux)
 
 	fs := n.Connect(t) // the front end's
 	prod := producer.New(fs.Store, producer.QueueExecutor{Queue: fs.Queue, Bus: fs.Bus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
 	front := mcpfront.New(prod, fs.Store, fs.Store, fs.Bus, fcfg)
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
-	testenv.WaitTools(t, fs.Store, tools())
+	testenv.WaitTools(t, fs.Store, mux)
 	return &system{nats: n, front: fs, srv: front, url: hs.URL}
 }
 
@@ -217,9 +220,7 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	// A slot per route (tools, prompt, resources, completions) keeps a
 	// pull open on each, so no job waits for the worker's sweep of the
 	// routes it has no pull on.
-	sys := startSystem(t, testTools, &consumer.Config{
-		Concurrency: 16, Lease: 2 * time.Minute, ShutdownGrace: 100 * time.Millisecond, ID: "test-worker", ParkAfter: -1,
-	}, fcfg)
+	sys := startSystem(t, testTools(), "test-worker", 16, fcfg)
 	return &env{url: sys.url, handler: sys.srv, js: sys.front.JS, store: sys.front.Store, front: sys.front, taskBucket: sys.nats.KV.TaskBucket}
 }
 

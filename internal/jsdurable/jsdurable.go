@@ -81,6 +81,10 @@ const attemptTimeout = 4 * time.Second
 // found where a concurrent creation had just put it (see Retry).
 const settlePause = 100 * time.Millisecond
 
+// settleTries bounds those attempts (about 2 s): a stream that is still not
+// found after them is really missing, and the caller is told so.
+const settleTries = 20
+
 // Retry runs f until it succeeds, fails for another reason than a transient
 // one, or ctx ends; each attempt gets attemptTimeout. Clients that create the
 // same clustered stream at the same moment (every process of a deployment
@@ -90,9 +94,11 @@ const settlePause = 100 * time.Millisecond
 // process whose create lost to another's may be told the stream is not found
 // while the winner's stream is still being placed (API error 10059 right
 // after "already in use"). By the next attempt the stream exists and f finds
-// it. f must therefore create what it does not find, as every caller does.
+// it, if f creates what it does not find; where f does not (a consumer on
+// a stream another process creates), a stream still missing after
+// settleTries attempts ends Retry with the error.
 func Retry(ctx context.Context, f func(ctx context.Context) error) error {
-	for {
+	for settles := 0; ; {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 		err := f(actx)
 		cancel()
@@ -101,7 +107,10 @@ func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 		}
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-		case errors.Is(err, jetstream.ErrStreamNotFound) || isAPIError(err, jetstream.JSErrCodeStreamNotFound):
+		case errors.Is(err, jetstream.ErrStreamNotFound): // also an *APIError with code 10059
+			if settles++; settles > settleTries {
+				return err
+			}
 			t := time.NewTimer(settlePause)
 			select {
 			case <-t.C:
@@ -113,9 +122,4 @@ func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 			return err
 		}
 	}
-}
-
-func isAPIError(err error, code jetstream.ErrorCode) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }

@@ -177,8 +177,12 @@ func (c *conn) roundTrip(host, path string, headers, body []byte) (r response, k
 			if in, err = readN(c.br, in, int(n)); err != nil {
 				return r, false, err
 			}
-			if crlf, err := c.line(); err != nil || len(crlf) != 0 {
-				return r, false, fmt.Errorf("chunk not followed by CRLF (%w)", err)
+			crlf, err := c.line()
+			if err != nil {
+				return r, false, fmt.Errorf("chunk not followed by CRLF: %w", err)
+			}
+			if len(crlf) != 0 {
+				return r, false, fmt.Errorf("chunk not followed by CRLF: %q", crlf)
 			}
 		}
 	case length >= 0:

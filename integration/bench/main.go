@@ -763,7 +763,10 @@ func waitTools(ctx context.Context, cli *mcp, p *proc, tools ...string) (string,
 		if p != nil {
 			out = "\n" + p.out.String()
 		}
-		return fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, lastErr, out)
+		if lastErr != nil {
+			return fmt.Errorf("tools %q not listed within 20s (last error %w):%s", missing, lastErr, out)
+		}
+		return fmt.Errorf("tools %q not listed within 20s:%s", missing, out)
 	})
 	if err != nil {
 		return "", err

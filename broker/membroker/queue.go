@@ -38,11 +38,12 @@ var (
 
 // entry is one held job.
 type entry struct {
-	job        *broker.Job
+	job        *broker.Job // decoded from raw, for routing; never handed out
+	raw        []byte      // the job as broker.EncodeJob encoded it
 	key        string
 	seq        uint64
 	due        time.Time // when it may be handed out (retry delay)
-	deliveries int       // hand-outs so far (Delivery.Attempt)
+	deliveries int       // hand-outs so far (Delivery.Delivered)
 	charged    int       // hand-outs that count against MaxDeliveries
 	// The current hand-out, while one holds the job.
 	holder *delivery
@@ -66,11 +67,18 @@ func (q *Queue) changedLocked() {
 	q.changed = make(chan struct{})
 }
 
-// Enqueue implements broker.Queue. The job is copied, so the caller may
-// reuse it.
+// Enqueue implements broker.Queue. The job is kept encoded, as a broker
+// keeps it, so the caller may reuse it and each delivery decodes its own
+// copy; what a broker would refuse (no task id or tool, arguments that are
+// not JSON) is refused here too.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
-	if job == nil || job.TaskID == "" || job.Tool == "" {
-		return errors.New("membroker: enqueue: a job needs a task id and a tool")
+	raw, err := broker.EncodeJob(job)
+	if err != nil {
+		return fmt.Errorf("membroker: %w", err)
+	}
+	stored, err := decodeJob(raw)
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -92,21 +100,18 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	}
 	q.seen[key] = now
 	q.seq++
-	q.jobs[key] = &entry{job: cloneJob(job), key: key, seq: q.seq, due: now}
+	q.jobs[key] = &entry{job: stored, raw: raw, key: key, seq: q.seq, due: now}
 	q.changedLocked()
 	return nil
 }
 
-// cloneJob copies j deep, so neither the caller nor a worker changes what
-// the queue holds.
-func cloneJob(j *broker.Job) *broker.Job {
-	b, err := json.Marshal(j)
-	c := new(broker.Job)
-	if err != nil || json.Unmarshal(b, c) != nil {
-		cp := *j // not JSON (arguments that are not): shallow, as given
-		return &cp
+// decodeJob decodes a job broker.EncodeJob encoded.
+func decodeJob(raw []byte) (*broker.Job, error) {
+	j := new(broker.Job)
+	if err := json.Unmarshal(raw, j); err != nil {
+		return nil, fmt.Errorf("membroker: decode job: %w", err)
 	}
-	return c
+	return j, nil
 }
 
 // Holds implements broker.Holder: a job is held from Enqueue until it is
@@ -299,7 +304,8 @@ func (c *consumer) takeLocked(now time.Time) (*delivery, time.Time) {
 	r := c.routes[best.job.Route()]
 	best.deliveries++
 	best.charged++
-	d := &delivery{q: c.q, c: c, e: best, route: best.job.Route(), attempt: best.deliveries,
+	job, _ := decodeJob(best.raw) // Enqueue decoded the same bytes: it cannot fail
+	d := &delivery{job: job, q: c.q, c: c, e: best, route: best.job.Route(), attempt: best.deliveries,
 		lease: r.lease, max: r.max, expires: now.Add(r.lease)}
 	best.holder = d
 	c.inFlight[d.route]++
@@ -309,6 +315,7 @@ func (c *consumer) takeLocked(now time.Time) (*delivery, time.Time) {
 
 // delivery is one hand-out of a job.
 type delivery struct {
+	job     *broker.Job // this hand-out's own copy
 	q       *Queue
 	c       *consumer
 	e       *entry
@@ -328,7 +335,7 @@ var (
 // or it was settled: the job is no longer this delivery's.
 var ErrLeaseLost = errors.New("membroker: the delivery no longer holds its job (lease lapsed or settled)")
 
-func (d *delivery) Job() *broker.Job { return d.e.job }
+func (d *delivery) Job() *broker.Job { return d.job }
 func (d *delivery) Delivered() int   { return d.attempt }
 
 // RedeliversAfterLease implements broker.Redeliverer: a hand-out whose

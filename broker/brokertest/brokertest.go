@@ -265,9 +265,10 @@ func (s *queueSuite) roundTrip(t *testing.T, e *queueEnv) {
 }
 
 func (s *queueSuite) enqueueInvalid(t *testing.T, e *queueEnv) {
-	for _, j := range []*broker.Job{{Tool: "echo"}, {TaskID: "NOTOOL0123456789ABCDEFGHIJ"}} {
+	for _, j := range []*broker.Job{{Tool: "echo"}, {TaskID: "NOTOOL0123456789ABCDEFGHIJ"},
+		{TaskID: "BADARGS0123456789ABCDEFGHI", Tool: "echo", Arguments: json.RawMessage("{")}} {
 		if err := e.q.Enqueue(e.ctx, j); err == nil {
-			t.Errorf("Enqueue(%+v) succeeded; a job needs a task id and a tool", j)
+			t.Errorf("Enqueue(%+v) succeeded; a job needs a task id, a tool and arguments that are JSON", j)
 		}
 	}
 	c := e.consumer(t, broker.ConsumerOptions{Lease: s.opts.Lease})

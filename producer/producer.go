@@ -190,8 +190,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		if ferr != nil {
 			p.cfg.Logger.Error().Err(ferr).Str("task", id).Msg("could not mark unstarted task failed")
 		} else {
-			tel.TaskFinished(ctx, r.Tool, string(taskstate.Failed))
-			DropArgs(fctx, p.store, failed, p.cfg.Logger)
+			p.finished(fctx, failed)
 		}
 		end(err)
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
@@ -253,6 +252,13 @@ func (p *Producer) putArgs(ctx context.Context, id string, args json.RawMessage)
 	return nil, &taskstate.BlobRef{Key: key, Size: n}, nil
 }
 
+// finished counts t, which ended here (failed or cancelled, not by a
+// worker), and drops its arguments.
+func (p *Producer) finished(ctx context.Context, t *taskstate.Task) {
+	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(t.Status))
+	DropArgs(ctx, p.store, t, p.cfg.Logger)
+}
+
 // DropArgs removes the blob of an ended task's arguments
 // (taskstate.DropArgs), logging a failure.
 func DropArgs(ctx context.Context, store taskstate.Store, t *taskstate.Task, log zerolog.Logger) {
@@ -308,8 +314,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		// still stops when it next reads the record.
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
 	}
-	DropArgs(ctx, p.store, t, p.cfg.Logger)
-	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Cancelled))
+	p.finished(ctx, t)
 	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).
 		Dur("took", t.LastUpdatedAt.Sub(t.CreatedAt)).Str("status", string(t.Status)).Msg("task cancelled")
 	return t, nil

@@ -185,7 +185,7 @@ func (p *Producer) reapLapsed(ctx context.Context, c *ReaperConfig, seen *taskst
 	}
 	log := p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("worker", lost.Worker).Int("attempt", t.Attempt)
 	if failed {
-		p.finishFailed(ctx, t)
+		p.finished(ctx, t)
 		log.Msg("worker lost on the last attempt; task failed")
 		return reapFailed, nil
 	}
@@ -209,12 +209,6 @@ func fail(t *taskstate.Task, msg string) {
 	t.StatusMessage = msg
 	t.Error = &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}
 	t.InputRequests = nil
-}
-
-// finishFailed counts t, which the reaper failed, and drops its arguments.
-func (p *Producer) finishFailed(ctx context.Context, t *taskstate.Task) {
-	p.cfg.Telemetry.TaskFinished(ctx, t.Tool, string(taskstate.Failed))
-	DropArgs(ctx, p.store, t, p.cfg.Logger)
 }
 
 // movedOn: the task changed under the reaper (or ended, or went), so there
@@ -268,7 +262,7 @@ func (p *Producer) failParked(ctx context.Context, seen *taskstate.Task) (bool, 
 	if t == nil || err != nil {
 		return false, err
 	}
-	p.finishFailed(ctx, t)
+	p.finished(ctx, t)
 	p.cfg.Logger.Warn().Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Msg("parked task timed out waiting for client input; failed")
 	return true, nil
 }

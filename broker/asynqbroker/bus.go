@@ -58,7 +58,7 @@ const busQueue = 4096
 
 // Subscribe calls fn with the task id and data of each message published on
 // topic for taskID, or for every task when taskID is "", until the
-// subscription is closed or ctx ends.
+// subscription is closed (ctx bounds only the subscribe itself).
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
 	if !broker.SafeName(string(topic)) {
 		return nil, fmt.Errorf("asynqbroker: subscribe: invalid topic %q", topic)

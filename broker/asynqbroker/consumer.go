@@ -47,9 +47,11 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	// The tools without a MaxConcurrency share a lane of all the slots;
 	// each capped tool has a lane whose server takes at most its bound.
 	shared := &lane{c: c, queues: map[string]int{}, conc: slots}
+	queues := make([]string, 0, len(opts.Tools))
 	for _, r := range opts.Tools {
 		c.routes[r.Tool] = r
 		name, prio := q.QueueName(r.Tool), q.cfg.priority(r.Tool)
+		queues = append(queues, name)
 		if r.MaxConcurrency > 0 {
 			c.lanes = append(c.lanes, &lane{c: c, queues: map[string]int{name: prio}, conc: min(r.MaxConcurrency, slots)})
 			continue
@@ -58,10 +60,6 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	}
 	if len(shared.queues) > 0 {
 		c.lanes = append([]*lane{shared}, c.lanes...)
-	}
-	queues := make([]string, 0, len(opts.Tools))
-	for _, r := range opts.Tools {
-		queues = append(queues, q.QueueName(r.Tool))
 	}
 	poll := c.cfg.PollInterval
 	c.rdb = newSieve(q.rdb, queues, min(c.cfg.BusyPollInterval, poll)/2, poll/2)

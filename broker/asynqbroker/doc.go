@@ -48,7 +48,7 @@
 //	             is archived with reason as its last error.
 //	Extend       renews the delivery's lease (below).
 //
-// Attempt is Asynq's retry count + 1.
+// Delivered is Asynq's retry count + 1.
 //
 // # Busy and idle
 //

@@ -133,9 +133,9 @@ func (q *Queue) Settled(ctx context.Context, dedupe string) error {
 		now := time.Now()
 		q.mu.Lock()
 		q.expireLocked(now)
-		_, held := q.jobs[dedupe]
+		e, held := q.jobs[dedupe]
 		var wake time.Time
-		if e := q.jobs[dedupe]; held && e.holder != nil {
+		if held && e.holder != nil {
 			wake = e.holder.expires
 		}
 		changed := q.changed

@@ -45,7 +45,7 @@ func (b *Bus) Publish(_ context.Context, topic broker.Topic, taskID string, data
 
 // Subscribe calls fn with the task id and data of each message published on
 // topic for taskID, or for every task when taskID is "", until the
-// subscription is closed or ctx ends.
+// subscription is closed (ctx bounds only the subscribe itself).
 func (b *Bus) Subscribe(ctx context.Context, topic broker.Topic, taskID string, fn func(string, []byte)) (broker.Subscription, error) {
 	if taskID != "" && !broker.SafeName(taskID) {
 		// "a.>" or "*" would subscribe to other tasks' messages.

@@ -96,8 +96,9 @@ func overlaps(err error) bool {
 // abandoned by a cancelled Next stays open on the server (see release).
 const pullWait = time.Second
 
-// sweepEvery is how often a consumer with more tools than waiting slots
-// checks the tools no open pull covers, with a no-wait fetch each.
+// sweepEvery is how often the sweeper checks the tools no open pull covers
+// (more tools than waiting slots, or idle ones while another is hot), with
+// a no-wait fetch each.
 const sweepEvery = 250 * time.Millisecond
 
 // No pull heartbeats: with one open pull per idle slot they cost ~0.6 ms of
@@ -424,7 +425,7 @@ func (c *consumer) pull(ctx context.Context, r *route, wait time.Duration) (brok
 // that its Next gave up on. The server keeps the request open until it
 // expires or notices the client's interest is gone, and a job sent to it in
 // that window would otherwise stay invisible for a whole lease. The Nak
-// counts as a delivery: the job's next Attempt is one higher.
+// counts as a delivery: the job's next Delivered is one higher.
 func release(batch jetstream.MessageBatch) {
 	for msg := range batch.Messages() {
 		_ = msg.Nak()

@@ -31,6 +31,7 @@ type content struct {
 	Text     string `json:"text"`
 	Data     string `json:"data"`
 	MimeType string `json:"mimeType"`
+	URI      string `json:"uri"` // of a resource_link
 }
 
 func contents(t *testing.T, raw json.RawMessage) []content {
@@ -174,7 +175,7 @@ func TestArtifacts(t *testing.T) {
 			tk := alice.WaitStatus(t, id, 60*time.Second, "completed", "failed")
 			for _, ct := range contents(t, tk.Result) {
 				if ct.Type == "resource_link" {
-					return id, linkURI(t, tk.Result)
+					return id, ct.URI
 				}
 			}
 			t.Fatalf("export: no resource_link in %.300s", tk.Result)
@@ -210,22 +211,4 @@ func TestArtifacts(t *testing.T) {
 			t.Fatal("the artifact of a purged task is still served")
 		}
 	})
-}
-
-// linkURI is the uri of the first resource_link of a result.
-func linkURI(t *testing.T, raw []byte) string {
-	t.Helper()
-	var r struct {
-		Content []struct {
-			Type string `json:"type"`
-			URI  string `json:"uri"`
-		} `json:"content"`
-	}
-	_ = json.Unmarshal(raw, &r)
-	for _, c := range r.Content {
-		if c.Type == "resource_link" {
-			return c.URI
-		}
-	}
-	return ""
 }

@@ -201,7 +201,6 @@ func waitNotification(t *testing.T, events <-chan listenMsg, id string, cond fun
 // notifications it carries arrive on events.
 type sessionStream struct {
 	events <-chan listenMsg
-	cancel context.CancelFunc
 }
 
 func openSessionStream(t *testing.T, url, session string) *sessionStream {
@@ -220,7 +219,7 @@ func openSessionStream(t *testing.T, url, session string) *sessionStream {
 		resp.Body.Close()
 		t.Fatalf("GET stream: HTTP %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	return &sessionStream{events: sseMessages(resp, 16), cancel: cancel}
+	return &sessionStream{events: sseMessages(resp, 16)}
 }
 
 // next returns the stream's next notification as "method uri" (the uri

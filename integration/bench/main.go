@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -716,12 +715,12 @@ func redisInfo(ctx context.Context, url string) (pid int, durability, version st
 
 func waitHealthy(ctx context.Context, p *proc, url string) error {
 	return waitFor(ctx, p, 20*time.Second, 20*time.Millisecond, func() bool {
-		resp, err := http.Get(url)
+		resp, err := procs.Get(ctx, url)
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == 200
+		return true
 	}, func() error { return fmt.Errorf("api not healthy within 20s:\n%s", p.out.String()) })
 }
 

@@ -66,8 +66,8 @@ type Config struct {
 	// no scope is required.
 	Scopes []string
 	// TenantClaim names a claim that becomes Principal.Tenant. When set,
-	// every token must carry it as a non-empty string without "|" (the
-	// separator of owner keys).
+	// every token must carry it as a non-empty string (escaped in the owner
+	// key, auth.Principal.Owner, like every other part).
 	TenantClaim string
 	// AuthorizationServers are listed in the resource metadata. Default: Issuer.
 	AuthorizationServers []string

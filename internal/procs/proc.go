@@ -20,7 +20,7 @@ type Proc struct {
 // Start runs bin with args and this process's environment plus env, its
 // stdout and stderr both written to out. With dieWithParent the kernel kills
 // it (SIGKILL) when the thread that started it ends, as when the program
-// dies.
+// dies (Linux only: see DieWithParent).
 func Start(bin string, env []string, out io.Writer, dieWithParent bool, args ...string) (*Proc, error) {
 	p := &Proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = out, out

@@ -1,8 +1,10 @@
 // Package procs holds what the programs that run mcpqueue processes on this
 // machine and talk to them share — the integration harness, the bench, the
-// Redis test server, the health check and the demo tools: a free loopback
-// port, a sleep that ends with its context, a GET that fails on an answer
-// other than 2xx, and the last data line of a server-sent-events body.
+// Redis test server, the bridge, the health check and the demo tools: a
+// child process in its own process group (Proc, Start; DieWithParent ties
+// its life to ours on Linux), a free loopback port, a sleep that ends with
+// its context, a GET that fails on an answer other than 2xx, and the last
+// data line of a server-sent-events body.
 package procs
 
 import (

@@ -90,7 +90,7 @@ func (s *Seams) Counts(t testing.TB) (jobs, records uint64) {
 	return jobInfo.State.LastSeq, taskInfo.State.LastSeq
 }
 
-// Stream returns the stream name and its state now, failing t if there is
+// Stream returns the stream called name and its state now, failing t if there is
 // none.
 func Stream(t testing.TB, js jetstream.JetStream, name string) (jetstream.Stream, *jetstream.StreamInfo) {
 	t.Helper()

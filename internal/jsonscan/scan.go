@@ -513,30 +513,21 @@ func (s *scanner) array(depth int) *scanFailure {
 			}
 			return f
 		}
-		if more, f := s.next(']'); !more {
-			return f
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.syntax("")
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+		case ']':
+			s.i++
+			return nil
+		default:
+			return s.syntax("")
 		}
 	}
-}
-
-// next reads what follows a member of an array or object: a comma (more is
-// true, the scanner at the next member) or the closing byte; anything else,
-// or the end of the body, is a syntax failure.
-func (s *scanner) next(closing byte) (more bool, f *scanFailure) {
-	s.ws()
-	if s.i >= len(s.b) {
-		return false, s.syntax("")
-	}
-	switch s.b[s.i] {
-	case ',':
-		s.i++
-		s.ws()
-		return true, nil
-	case closing:
-		s.i++
-		return false, nil
-	}
-	return false, s.syntax("")
 }
 
 func (s *scanner) object(depth int, o *Object, top bool) *scanFailure {
@@ -584,13 +575,21 @@ func (s *scanner) object(depth int, o *Object, top bool) *scanFailure {
 			s.res.Spans[m.Slot] = Span{Off: int32(start), End: int32(s.i), Members: s.members}
 		}
 		n++
-		more, f := s.next('}')
-		if f != nil {
-			return f
+		s.ws()
+		if s.i >= len(s.b) {
+			return s.syntax("")
 		}
-		if !more {
-			break
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.ws()
+			continue
+		case '}':
+			s.i++
+		default:
+			return s.syntax("")
 		}
+		break
 	}
 	if n > linearKeys {
 		if f := s.sortedCheck(o, s.keys[base:]); f != nil {

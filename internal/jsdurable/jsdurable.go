@@ -77,13 +77,18 @@ func ExplainReplicas(err error, replicas int) error {
 // attemptTimeout bounds one try of a stream or bucket creation (see Retry).
 const attemptTimeout = 4 * time.Second
 
-// settlePause is the wait before another attempt after a stream was not
-// found where a concurrent creation had just put it (see Retry).
+// settlePause is the wait before another attempt after an answer a cluster
+// still settling gives (see Retry).
 const settlePause = 100 * time.Millisecond
 
-// settleTries bounds those attempts (about 2 s): a stream that is still not
-// found after them is really missing, and the caller is told so.
-const settleTries = 20
+// settleTries bounds those attempts (about 5 s): a stream still not found,
+// or replicas still without peers, after them is the real state, and the
+// caller is told so.
+const settleTries = 50
+
+// errNoPeers is JetStream's "no suitable peers for placement" (API error
+// 10005), which nats.go has no constant for.
+const errNoPeers jetstream.ErrorCode = 10005
 
 // Retry runs f until it succeeds, fails for another reason than a transient
 // one, or ctx ends; each attempt gets attemptTimeout. Clients that create the
@@ -93,10 +98,12 @@ const settleTries = 20
 // three replicas) and would wait out the caller's whole deadline; and a
 // process whose create lost to another's may be told the stream is not found
 // while the winner's stream is still being placed (API error 10059 right
-// after "already in use"). By the next attempt the stream exists and f finds
-// it, if f creates what it does not find; where f does not (a consumer on
-// a stream another process creates), a stream still missing after
-// settleTries attempts ends Retry with the error.
+// after "already in use"), or that replicas have no peers to go on while a
+// cluster starting at the same time has not heard from all its servers yet
+// (API error 10005, "peer offline"). By a later attempt the stream exists
+// and f finds it (if f creates what it does not find), or the peers are
+// there; a stream still missing, or peers still lacking, after settleTries
+// attempts ends Retry with the error.
 func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 	for settles := 0; ; {
 		actx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -107,7 +114,7 @@ func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 		}
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-		case errors.Is(err, jetstream.ErrStreamNotFound): // also an *APIError with code 10059
+		case errors.Is(err, jetstream.ErrStreamNotFound) || isAPIError(err, errNoPeers): // ErrStreamNotFound also matches an *APIError with code 10059
 			if settles++; settles > settleTries {
 				return err
 			}
@@ -122,4 +129,9 @@ func Retry(ctx context.Context, f func(ctx context.Context) error) error {
 			return err
 		}
 	}
+}
+
+func isAPIError(err error, code jetstream.ErrorCode) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == code
 }

@@ -12,11 +12,13 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
 )
 
-// TestRetry: an attempt's deadline and a stream not found (a concurrent
-// creation still settling) are tried again; any other error, or success,
+// TestRetry: an attempt's deadline, a stream not found (a concurrent
+// creation still settling) and replicas without peers (a cluster starting)
+// are tried again, a bounded number of times; any other error, or success,
 // ends it at once.
 func TestRetry(t *testing.T) {
 	notFound := fmt.Errorf("natskv: owner bucket: %w", &jetstream.APIError{Code: 404, ErrorCode: jetstream.JSErrCodeStreamNotFound, Description: "stream not found"})
+	noPeers := fmt.Errorf("natskv: owner bucket: %w", &jetstream.APIError{Code: 400, ErrorCode: 10005, Description: "no suitable peers for placement, peer offline"})
 	other := errors.New("nats: permissions violation")
 	for name, c := range map[string]struct {
 		errs  []error
@@ -28,7 +30,8 @@ func TestRetry(t *testing.T) {
 		"not found, then ok": {errs: []error{notFound, notFound, nil}, calls: 3},
 		"sentinel not found": {errs: []error{jetstream.ErrStreamNotFound, nil}, calls: 2},
 		"other error":        {errs: []error{other, nil}, want: other, calls: 1},
-		"never found":        {errs: slices.Repeat([]error{notFound}, 30), want: jetstream.ErrStreamNotFound, calls: 21},
+		"never found":        {errs: slices.Repeat([]error{notFound}, 60), want: jetstream.ErrStreamNotFound, calls: 51},
+		"no peers, then ok":  {errs: []error{noPeers, noPeers, nil}, calls: 3},
 	} {
 		t.Run(name, func(t *testing.T) {
 			calls := 0

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -300,4 +301,91 @@ func TestAuthConsoleTenantAdmins(t *testing.T) {
 	if out := p.Output(); !strings.Contains(out, `admin \"admin\": with a tenant claim, name an admin as tenant/subject`) {
 		t.Fatalf("api with a bare console admin and a tenant claim: output lacks the reason:\n%s", out)
 	}
+}
+
+// TestAuthRequestStateBound: a requestState is sealed for the principal it
+// was issued to. Principal A (tenant t1) answers round 1 of a two-round call;
+// principal B (tenant t2) retries with A's round-2 requestState and its own
+// answer: refused exactly as a tampered state is. The state on
+// the wire does not show A's answer. A's own retry completes, with both
+// answers.
+func TestAuthRequestStateBound(t *testing.T) {
+	t.Parallel()
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.RS256, "--auth-tenant-claim", "tenant")
+		s.conformanceWorker(t, "fixtures")
+		client := func(sub, tenant string) *harness.Client {
+			c := s.iss.Claims(sub, s.mcpURL)
+			c["tenant"] = tenant
+			return authClient(s.mcpURL, s.iss.Mint(t, c))
+		}
+		alice, bob := client("alice", "t1"), client("bob", "t2")
+		const tool, secret = "test_input_required_result_multi_round", "alice-private-answer"
+		type round struct {
+			ResultType    string                     `json:"resultType"`
+			InputRequests map[string]json.RawMessage `json:"inputRequests"`
+			RequestState  string                     `json:"requestState"`
+			Content       []struct{ Text string }    `json:"content"`
+		}
+		call := func(c *harness.Client, state string, answers map[string]any) (round, error) {
+			p := map[string]any{"name": tool, "arguments": map[string]any{}}
+			if state != "" {
+				p["requestState"], p["inputResponses"] = state, answers
+			}
+			var r round
+			err := c.Call(t.Context(), "tools/call", p, &r)
+			return r, err
+		}
+		accept := func(key, field, value string) map[string]any {
+			return map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{field: value}}}
+		}
+
+		var r1 round
+		harness.Eventually(t, 20*time.Second, func() (bool, string) { // until the worker has published its tools
+			var err error
+			r1, err = call(alice, "", nil)
+			return err == nil, fmt.Sprintf("round 1: %v", err)
+		})
+		if r1.ResultType != "input_required" || r1.RequestState == "" || r1.InputRequests["step1"] == nil {
+			t.Fatalf("round 1: %+v", r1)
+		}
+		r2, err := call(alice, r1.RequestState, accept("step1", "name", secret))
+		if err != nil || r2.ResultType != "input_required" || r2.RequestState == "" || r2.InputRequests["step2"] == nil {
+			t.Fatalf("round 2: %+v %v", r2, err)
+		}
+		// A's answer rides in the round-2 state, but not readably.
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			for _, part := range append([]string{r2.RequestState}, strings.Split(r2.RequestState, ".")...) {
+				if b, err := enc.DecodeString(part); err == nil && bytes.Contains(b, []byte(secret)) {
+					t.Errorf("the round-2 requestState shows A's answer in clear: %q", b)
+				}
+			}
+		}
+		if strings.Contains(r2.RequestState, secret) || strings.Contains(r2.RequestState, tool) {
+			t.Errorf("the round-2 requestState shows A's call in clear: %s", r2.RequestState)
+		}
+
+		// B replays A's state with its own answer; and a tampered state.
+		raw := []byte(r2.RequestState)
+		if mid := len(raw) / 2; raw[mid] == 'A' { // one letter for another: still base64, no longer A's state
+			raw[mid] = 'B'
+		} else {
+			raw[mid] = 'A'
+		}
+		_, errReplay := call(bob, r2.RequestState, accept("step2", "color", "blue"))
+		_, errTampered := call(bob, string(raw), accept("step2", "color", "blue"))
+		var replay, tampered *harness.RPCError
+		if !errors.As(errReplay, &replay) || !errors.As(errTampered, &tampered) {
+			t.Fatalf("B's retries: with A's state %v, with a tampered state %v; want errors", errReplay, errTampered)
+		}
+		if replay.Code != -32602 || replay.Code != tampered.Code || replay.Status != tampered.Status ||
+			replay.Message != tampered.Message || string(replay.Data) != string(tampered.Data) {
+			t.Errorf("B with A's state: %+v; with a tampered state: %+v; want the same -32602", replay, tampered)
+		}
+		// A's own retry completes with both answers.
+		done, err := call(alice, r2.RequestState, accept("step2", "color", "blue"))
+		if err != nil || done.ResultType != "complete" || len(done.Content) == 0 || done.Content[0].Text != secret+" likes blue" {
+			t.Fatalf("A's round 3: %+v %v", done, err)
+		}
+	})
 }

@@ -2,25 +2,56 @@ package mcpfront
 
 import (
 	"bytes"
-	"crypto/hmac"
+	"crypto/cipher"
+	"crypto/hkdf"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"strings"
+
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
 // requestState is what a multi-round (MRTR) call carries between rounds: the
 // answers given so far and the requests of the last round. It travels to the
-// client and back, so it is signed with an HMAC; any replica holding the same
-// key can verify it.
+// client and back, so it is sealed (sealState): encrypted and authenticated
+// with XChaCha20-Poly1305 under a key derived from the configured state key,
+// with the owner key of the caller it was made for as associated data. The
+// client reads nothing of it (not even the tool), and only the same owner can
+// bring it back; any replica holding the same key opens it.
 type requestState struct {
 	Tool      string                     `json:"t"`
 	ArgsHash  string                     `json:"h"`
 	Answers   map[string]json.RawMessage `json:"a,omitempty"`
 	Requested map[string]string          `json:"r"` // key → input method
 	Expires   int64                      `json:"e"`
+}
+
+// stateVersion is the first byte of a sealed requestState. The signed,
+// readable states of earlier versions ("payload.signature") are not base64
+// at all and fail to open like any altered state.
+const stateVersion = 2
+
+// errBadState is the one answer for a requestState that does not open: altered,
+// sealed under another key, of an older format, or made for another owner. The
+// cases are not told apart, so a caller learns nothing about another's state.
+var errBadState = errors.New("requestState integrity check failed (altered, sealed under another key, or issued to another caller); make the call again without it")
+
+// newStateAEAD derives the requestState cipher from the configured key (any
+// length; HKDF-SHA256 makes a 256-bit key of it).
+func newStateAEAD(key []byte) cipher.AEAD {
+	k, err := hkdf.Key(sha256.New, key, nil, "mcpqueue MRTR requestState v2", chacha20poly1305.KeySize)
+	if err != nil {
+		panic("mcpfront: deriving the requestState key: " + err.Error()) // only for an impossible length
+	}
+	aead, err := chacha20poly1305.NewX(k)
+	if err != nil {
+		panic("mcpfront: the requestState cipher: " + err.Error())
+	}
+	return aead
 }
 
 func argsDigest(tool string, args json.RawMessage) string {
@@ -31,35 +62,37 @@ func argsDigest(tool string, args json.RawMessage) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-func (s *Server) sealState(st *requestState) string {
-	b, _ := json.Marshal(st)
-	p := base64.RawURLEncoding.EncodeToString(b)
-	m := hmac.New(sha256.New, s.stateKey)
-	m.Write([]byte(p))
-	return p + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+// stateAD is the associated data of owner's states: the version and the
+// owner key ("" without authentication).
+func stateAD(owner string) []byte {
+	return append([]byte{stateVersion}, owner...)
 }
 
-func (s *Server) openState(token string) (*requestState, error) {
-	p, sig, ok := strings.Cut(token, ".")
-	if !ok {
-		return nil, fmt.Errorf("requestState integrity check failed")
+// sealState encrypts st for owner: base64url(version ‖ nonce ‖ ciphertext).
+func (s *Server) sealState(owner string, st *requestState) string {
+	b, _ := json.Marshal(st)
+	n := s.stateAEAD.NonceSize()
+	out := make([]byte, 1+n, 1+n+len(b)+s.stateAEAD.Overhead())
+	out[0] = stateVersion
+	_, _ = rand.Read(out[1:]) // a random 192-bit nonce: no counter to share across replicas
+	out = s.stateAEAD.Seal(out, out[1:], b, stateAD(owner))
+	return base64.RawURLEncoding.EncodeToString(out)
+}
+
+// openState opens a state sealed for owner; anything else is errBadState.
+func (s *Server) openState(owner, token string) (*requestState, error) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(token)
+	n := s.stateAEAD.NonceSize()
+	if err != nil || len(raw) < 1+n+s.stateAEAD.Overhead() || raw[0] != stateVersion {
+		return nil, errBadState
 	}
-	want, err := base64.RawURLEncoding.DecodeString(sig)
+	b, err := s.stateAEAD.Open(nil, raw[1:1+n], raw[1+n:], stateAD(owner))
 	if err != nil {
-		return nil, fmt.Errorf("requestState integrity check failed")
-	}
-	m := hmac.New(sha256.New, s.stateKey)
-	m.Write([]byte(p))
-	if !hmac.Equal(m.Sum(nil), want) {
-		return nil, fmt.Errorf("requestState integrity check failed")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(p)
-	if err != nil {
-		return nil, fmt.Errorf("requestState integrity check failed")
+		return nil, errBadState
 	}
 	var st requestState
 	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("requestState integrity check failed")
+		return nil, errBadState
 	}
 	if s.cfg.Now().Unix() > st.Expires {
 		return nil, fmt.Errorf("requestState has expired; call the tool again without it")
@@ -69,12 +102,13 @@ func (s *Server) openState(token string) (*requestState, error) {
 
 // gatherAnswers merges the answers a retried call brings (inputResponses)
 // with those carried in its requestState, after checking both.
-func (s *Server) gatherAnswers(tool string, p *callParams) (map[string]json.RawMessage, *rpcError) {
+// The state must have been made for owner.
+func (s *Server) gatherAnswers(owner, tool string, p *callParams) (map[string]json.RawMessage, *rpcError) {
 	args, rawResponses, token := p.Arguments, p.InputResponses, p.RequestState
 	var st *requestState
 	if token != "" {
 		var err error
-		if st, err = s.openState(token); err != nil {
+		if st, err = s.openState(owner, token); err != nil {
 			return nil, invalidParams(err.Error())
 		}
 		if st.Tool != tool || st.ArgsHash != argsDigest(tool, args) {
@@ -142,8 +176,9 @@ func validateInputResponse(method string, v json.RawMessage) error {
 	return nil
 }
 
-// inputRequiredReply builds the MRTR answer from a run that needs input.
-func (s *Server) inputRequiredReply(tool string, args json.RawMessage, answers map[string]json.RawMessage, outcome json.RawMessage) (map[string]any, error) {
+// inputRequiredReply builds the MRTR answer from a run that needs input; its
+// requestState opens only for owner.
+func (s *Server) inputRequiredReply(owner, tool string, args json.RawMessage, answers map[string]json.RawMessage, outcome json.RawMessage) (map[string]any, error) {
 	var o struct {
 		InputRequests map[string]struct {
 			Method string          `json:"method"`
@@ -166,7 +201,7 @@ func (s *Server) inputRequiredReply(tool string, args json.RawMessage, answers m
 	return map[string]any{
 		"resultType":    resultInputRequired,
 		"inputRequests": reqs,
-		"requestState":  s.sealState(st),
+		"requestState":  s.sealState(owner, st),
 		"_meta":         s.resultMeta(),
 	}, nil
 }

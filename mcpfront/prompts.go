@@ -42,7 +42,7 @@ func (s *Server) promptsGet(ctx context.Context, w http.ResponseWriter, r *http.
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	answers, rerr := s.gatherAnswers(prompt.Key(), p)
+	answers, rerr := s.gatherAnswers(c.owner, prompt.Key(), p)
 	s.syncAnswer(ctx, w, r, c, rerr, nil, s.promptJob(prompt, p.Arguments, c.owner), answers)
 }
 

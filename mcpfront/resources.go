@@ -140,7 +140,7 @@ func (s *Server) resourcesRead(ctx context.Context, w http.ResponseWriter, r *ht
 	var answers map[string]json.RawMessage
 	if rerr == nil && req != nil {
 		p.Arguments = req.Arguments // the requestState binds the URI read
-		answers, rerr = s.gatherAnswers(key, p)
+		answers, rerr = s.gatherAnswers(c.owner, key, p)
 	}
 	s.syncAnswer(ctx, w, r, c, rerr, builtin, req, answers)
 }

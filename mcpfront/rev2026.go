@@ -302,7 +302,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeResult(w, c.req.ID, bad)
 		return
 	}
-	answers, rerr := s.gatherAnswers(p.Name, p)
+	answers, rerr := s.gatherAnswers(c.owner, p.Name, p)
 	if rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return

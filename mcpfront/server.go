@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -96,8 +97,10 @@ type Config struct {
 	MaxListenTasks   int
 	MaxListenStreams int
 	ListenKeepalive  time.Duration
-	// StateKey signs MRTR requestState tokens. Replicas behind one load
+	// StateKey seals MRTR requestState tokens (any length: the cipher key
+	// is derived from it with HKDF-SHA256). Replicas behind one load
 	// balancer must share it; when empty a random per-process key is used.
+	// Changing it invalidates the states clients hold (they call again).
 	StateKey []byte
 	// RequestStateTTL bounds how long a requestState stays valid. Default 1h.
 	RequestStateTTL time.Duration
@@ -125,9 +128,9 @@ type Server struct {
 	hosts   map[string]bool
 	origins map[string]bool
 
-	schemas      sync.Map // tool name → *compiledSchema
-	headerParams sync.Map // tool name → *headerParams (headers.go)
-	stateKey     []byte
+	schemas      sync.Map           // tool name → *compiledSchema
+	headerParams sync.Map           // tool name → *headerParams (headers.go)
+	stateAEAD    cipher.AEAD        // seals requestState (mrtr.go)
 	sessions     taskstate.Sessions // nil: the store keeps no sessions (no 2025-11-25 wire)
 	requests     *prometheus.CounterVec
 	rates        *rateLimits // nil: no rate limit
@@ -177,8 +180,8 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		c.Logger.Warn().Msg("no MRTR state key configured: using a random one; replicas behind one load balancer need a shared key (MCPQ_STATE_KEY)")
 	}
 	s := &Server{
-		stateKey: key,
-		prod:     p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
+		stateAEAD: newStateAEAD(key),
+		prod:      p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
 		rates: newRateLimits(c.RateLimit, c.RateBurst),
 	}

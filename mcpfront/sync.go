@@ -107,7 +107,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// the watch hands over only the newest version).
 		out.result(s.createTaskResult(final))
 	case final.Status == taskstate.Completed && isInputRequired(final.Result):
-		reply, err := s.inputRequiredReply(taskstate.CatalogKey(req.Kind, req.Tool), req.Arguments, answers, final.Result)
+		reply, err := s.inputRequiredReply(c.owner, taskstate.CatalogKey(req.Kind, req.Tool), req.Arguments, answers, final.Result)
 		if err != nil {
 			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, "internal error: unreadable input request"))
 			return

@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Task leases found expired (the worker holding the task was lost), by tool.",
 			"tool"),
 		deferred: counter("mcpq_fair_share_deferrals_total",
-			"Jobs a worker handed back for a second because their principal, or its tenant, held its share of the worker's slots (--principal-share, --tenant-share), by tool and level (principal or tenant). Counted by workers; each waiting job adds about one a second.",
+			"Jobs a worker handed back for a second because their principal, or its tenant, held its share of the worker's slots (--principal-share, --tenant-share), by tool and level (principal or tenant). Counted by workers; each waiting job adds at most about one a second.",
 			"tool", "level"),
 		http: counter("mcpq_http_requests_total",
 			"HTTP requests served, by method and status code.",

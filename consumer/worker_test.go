@@ -695,3 +695,29 @@ func TestTenantShare(t *testing.T) {
 	}
 	e.cancelAll(t, long)
 }
+
+// Four principals of tenant t1 with long tasks hold the tenant's share of 4
+// slots, 3, one each; the fourth waits, and a principal of t2 behind them
+// all runs at once in the slot the tenant leaves.
+func TestTenantShareLeavesASlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	t1 := []string{"iss|alice|t1", "iss|bob|t1", "iss|carol|t1", "iss|erin|t1"}
+	r := newShareRun(t1...)
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, r.handle)
+	var long []string
+	for _, o := range t1 {
+		long = append(long, e.createOwned(t, "long", o, 3)...)
+	}
+	testenv.Eventually(t, 15*time.Second, "t1 running its share", func() bool { return r.total() == 3 })
+	e.startsSoon(t, "long", "iss|dan|t2", "t1's twelve")
+	if n := r.total(); n != 3 {
+		t.Errorf("t1 runs %d tasks on 4 slots, want its share, 3", n)
+	}
+	for _, o := range t1 {
+		if m := r.mostOf(o); m > 1 {
+			t.Errorf("%s ran %d tasks at once, want at most 1", o, m)
+		}
+	}
+	e.cancelAll(t, long)
+}

@@ -52,6 +52,19 @@ func (p Principal) Owner() string {
 	return o
 }
 
+// TenantKey is the key of the tenant an owner key names: its issuer and
+// tenant (escaped as in the owner key), or "" for an owner key without a
+// tenant, so every principal without a tenant claim falls in one tenant.
+// Workers share their slots by it (consumer.Config.TenantShare).
+func TenantKey(owner string) string {
+	iss, rest, _ := strings.Cut(owner, "|")
+	_, tenant, ok := strings.Cut(rest, "|")
+	if !ok {
+		return ""
+	}
+	return iss + "|" + tenant
+}
+
 var ownerEscaper = strings.NewReplacer("%", "%25", "|", "%7C")
 
 func escapeOwnerPart(s string) string {

@@ -47,6 +47,37 @@ func TestOwnerKeyUnambiguous(t *testing.T) {
 	}
 }
 
+// TestTenantKey: principals of one tenant share its key whatever their
+// subjects; the same tenant name of another issuer, a tenant spelled like
+// a subject, and principals without a tenant each get another.
+func TestTenantKey(t *testing.T) {
+	t.Parallel()
+	const iss = "https://issuer.example"
+	key := func(p auth.Principal) string { return auth.TenantKey(p.Owner()) }
+	t1 := key(auth.Principal{Issuer: iss, Subject: "alice", Tenant: "t1"})
+	if t1 == "" || key(auth.Principal{Issuer: iss, Subject: "bob|x", Tenant: "t1"}) != t1 {
+		t.Errorf("alice and bob of t1: tenant keys %q and %q, want one", t1, key(auth.Principal{Issuer: iss, Subject: "bob|x", Tenant: "t1"}))
+	}
+	others := map[string]auth.Principal{t1: {Issuer: iss, Subject: "alice", Tenant: "t1"}}
+	for _, p := range []auth.Principal{
+		{Issuer: iss + "2", Subject: "alice", Tenant: "t1"},
+		{Issuer: iss, Subject: "alice", Tenant: "t1|t2"},
+		{Issuer: iss, Subject: "alice", Tenant: "t2"},
+		{Issuer: iss, Subject: "t1"},
+	} {
+		k := key(p)
+		if q, dup := others[k]; dup {
+			t.Errorf("%+v and %+v share the tenant key %q", p, q, k)
+		}
+		others[k] = p
+	}
+	for _, owner := range []string{"", (auth.Principal{Issuer: iss, Subject: "alice"}).Owner(), (auth.Principal{Issuer: iss, Subject: "alice|t1"}).Owner()} {
+		if k := auth.TenantKey(owner); k != "" {
+			t.Errorf("tenant key of %q (no tenant): %q, want the one tenant of those without, \"\"", owner, k)
+		}
+	}
+}
+
 // TestErrorAndChallenge: a refusal matches the sentinel its code calls
 // for, keeps its cause for errors.Is, and becomes the Bearer challenge.
 func TestErrorAndChallenge(t *testing.T) {

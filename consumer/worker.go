@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
@@ -42,12 +43,21 @@ type Config struct {
 	// parks, for tools that set none (Tool.ParkAfter). Default 3s;
 	// negative never parks.
 	ParkAfter time.Duration
-	// PrincipalShare is the share of Concurrency one principal (a task
-	// owner; tasks without one are not counted) may hold at once: past it
-	// the worker defers the principal's next job for a second, so the
-	// slots left go to the jobs of others behind it in the queue. Every
-	// worker of a pool applies it, so a principal holds at most that share
-	// of the pool. Default 0.5 (at least one slot); 1 or more: no share.
+	// TenantShare is the share of Concurrency the principals of one tenant
+	// (auth.TenantKey of a task's owner; owners without a tenant form one
+	// tenant) may hold together, and PrincipalShare the share of its
+	// tenant's slots one principal may hold; tasks without an owner are
+	// not counted. Past either, the worker defers the principal's next job
+	// for a second, so the slots left go to the jobs of others behind it in
+	// the queue. Every worker of a pool applies them, so they hold for the
+	// pool. A share below 1 rounds up but never reaches every slot: a
+	// tenant leaves at least one of the worker's slots to other tenants,
+	// and a principal one of its tenant's to the tenant's other
+	// principals. Defaults: TenantShare 0.75, PrincipalShare 0.25 (on 4
+	// slots: 3 per tenant, 1 per principal, so two principals of one
+	// tenant leave a slot to a third of theirs and one to another tenant);
+	// 1 or more: no share at that level.
+	TenantShare    float64
 	PrincipalShare float64
 	// MaxResult bounds a task's result in bytes (as JSON): a larger one
 	// fails the task at once, saying so. Default 64 MiB (DefaultMaxResult).
@@ -85,6 +95,7 @@ type Worker struct {
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc
 	owners  map[string]int // jobs running here per principal
+	tenants map[string]int // and per tenant (auth.TenantKey)
 	ready   chan struct{}
 }
 
@@ -118,8 +129,11 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 	if c.MaxWaitingInput == 0 {
 		c.MaxWaitingInput = 100
 	}
+	if c.TenantShare <= 0 {
+		c.TenantShare = 0.75
+	}
 	if c.PrincipalShare <= 0 {
-		c.PrincipalShare = 0.5
+		c.PrincipalShare = 0.25
 	}
 	if c.MaxResult <= 0 {
 		c.MaxResult = DefaultMaxResult
@@ -142,6 +156,7 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 		log:     c.Logger.With().Str("worker", c.ID).Logger(),
 		running: map[string]context.CancelCauseFunc{},
 		owners:  map[string]int{},
+		tenants: map[string]int{},
 		ready:   make(chan struct{}),
 	}
 }
@@ -248,40 +263,64 @@ func (w *Worker) attempts(e *entry) int        { return cmp.Or(e.maxAttempts, w.
 // they must. A job that cannot even be read is dropped by the broker.
 func (w *Worker) maxDeliveries(*entry) int { return -1 }
 
-// fairDelay is how long a job over its principal's share waits before it
-// is handed out again.
+// fairDelay is how long a job over its principal's or its tenant's share
+// waits before it is handed out again.
 const fairDelay = time.Second
 
-// share is how many of this worker's slots one principal may hold.
-func (w *Worker) share() int {
-	if w.cfg.PrincipalShare >= 1 {
-		return w.cfg.Concurrency
+// shareOf is how many of n slots a share of them is: all for 1 or more,
+// else the share rounded up, at least one and, of two or more, never all.
+func shareOf(share float64, n int) int {
+	if share >= 1 {
+		return n
 	}
-	return max(1, int(math.Ceil(w.cfg.PrincipalShare*float64(w.cfg.Concurrency))))
+	return max(1, min(n-1, int(math.Ceil(share*float64(n)))))
 }
 
+// tenantSlots and principalSlots are how many of this worker's slots one
+// tenant and one principal may hold.
+func (w *Worker) tenantSlots() int { return shareOf(w.cfg.TenantShare, w.cfg.Concurrency) }
+func (w *Worker) principalSlots() int {
+	return shareOf(w.cfg.PrincipalShare, w.tenantSlots())
+}
+
+// Levels of the fair share a job may be deferred at (reserve).
+const (
+	levelTenant    = "tenant"
+	levelPrincipal = "principal"
+)
+
 // reserve counts a job of owner as running here, unless owner already
-// holds its share; release gives the place back.
-func (w *Worker) reserve(owner string) bool {
+// holds its share or its tenant holds the tenant's; then it says which
+// ("principal" or "tenant"). release gives the place back.
+func (w *Worker) reserve(owner string) (ok bool, level string) {
 	if owner == "" {
-		return true
+		return true, ""
 	}
+	tenant := auth.TenantKey(owner)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.owners[owner] >= w.share() {
-		return false
+	switch {
+	case w.owners[owner] >= w.principalSlots():
+		return false, levelPrincipal
+	case w.tenants[tenant] >= w.tenantSlots():
+		return false, levelTenant
 	}
 	w.owners[owner]++
-	return true
+	w.tenants[tenant]++
+	return true, ""
 }
 
 func (w *Worker) release(owner string) {
 	if owner == "" {
 		return
 	}
+	tenant := auth.TenantKey(owner)
 	w.mu.Lock()
 	if w.owners[owner]--; w.owners[owner] <= 0 {
 		delete(w.owners, owner)
+	}
+	if w.tenants[tenant]--; w.tenants[tenant] <= 0 {
+		delete(w.tenants, tenant)
 	}
 	w.mu.Unlock()
 }
@@ -370,11 +409,12 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		return
 	}
 	lease := w.lease(e)
-	if !w.reserve(job.Owner) {
-		// The principal holds its share of this worker's slots: the job
-		// waits a moment so the next one, maybe another principal's, gets
-		// the slot. Not an attempt, not a failure.
-		log.Debug().Int("share", w.share()).Msg("principal at its share of the slots; deferring the job")
+	if ok, level := w.reserve(job.Owner); !ok {
+		// The principal, or its tenant, holds its share of this worker's
+		// slots: the job waits a moment so the next one, maybe another
+		// principal's, gets the slot. Not an attempt, not a failure.
+		log.Debug().Str("level", level).Int("tenant_slots", w.tenantSlots()).Int("principal_slots", w.principalSlots()).Msg("share of the slots held; deferring the job")
+		w.cfg.Telemetry.FairShareDeferred(job.Tool, level)
 		if df, ok := d.(broker.Deferrer); ok {
 			_ = df.Defer(io, fairDelay)
 		} else {

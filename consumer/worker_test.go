@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -569,48 +570,154 @@ func resultTextOf(tk *taskstate.Task) string {
 	return *r.Content[0].Text
 }
 
-// One principal with many long tasks holds at most its share (half of 4
-// slots); another principal's task behind them in the queue runs at once.
-func TestPrincipalShare(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	var running, most atomic.Int32
-	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
-		if c.Owner() == "alice" {
-			n := running.Add(1)
-			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-			}
-			defer running.Add(-1)
-			<-ctx.Done()
-			return nil, ctx.Err()
-		}
+// shareRun counts, per owner, the long tasks running now and the most that
+// ever ran at once, for a handler that blocks the tasks of the long owners
+// until cancelled and completes the others at once.
+type shareRun struct {
+	mu      sync.Mutex
+	long    map[string]bool
+	running map[string]int
+	most    map[string]int
+}
+
+func newShareRun(long ...string) *shareRun {
+	r := &shareRun{long: map[string]bool{}, running: map[string]int{}, most: map[string]int{}}
+	for _, o := range long {
+		r.long[o] = true
+	}
+	return r
+}
+
+func (r *shareRun) handle(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+	owner := c.Owner()
+	if !r.long[owner] {
 		return consumer.TextResult("short"), nil
-	})
-	var alice []string
-	for range 12 {
-		tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "alice", Era: taskstate.Era20260728})
+	}
+	r.mu.Lock()
+	r.running[owner]++
+	r.most[owner] = max(r.most[owner], r.running[owner])
+	r.mu.Unlock()
+	defer func() { r.mu.Lock(); r.running[owner]--; r.mu.Unlock() }()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// total is how many long tasks run now.
+func (r *shareRun) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.running {
+		n += v
+	}
+	return n
+}
+
+func (r *shareRun) mostOf(owner string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.most[owner]
+}
+
+// createOwned creates n tasks of tool owned by owner.
+func (e *env) createOwned(t *testing.T, tool, owner string, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: tool, Owner: owner, Era: taskstate.Era20260728})
 		if err != nil {
 			t.Fatal(err)
 		}
-		alice = append(alice, tk.ID)
+		ids = append(ids, tk.ID)
 	}
-	// Which two of her twelve win the share depends on which the worker's
-	// goroutines reach first, so wait for the count, not for particular ones.
-	testenv.Eventually(t, 15*time.Second, "alice running her share", func() bool { return running.Load() == 2 })
+	return ids
+}
+
+// startsSoon creates a task of owner and fails the test unless it completes
+// within 2 s.
+func (e *env) startsSoon(t *testing.T, tool, owner, behind string) {
+	t.Helper()
 	created := time.Now()
-	tk, err := e.prod.Create(context.Background(), &producer.Request{Tool: "long", Owner: "carol", Era: taskstate.Era20260728})
-	if err != nil {
-		t.Fatal(err)
+	id := e.createOwned(t, tool, owner, 1)[0]
+	if got := e.waitFor(t, id, terminal); got.Status != taskstate.Completed || time.Since(created) > 2*time.Second {
+		t.Fatalf("%s's task behind %s: %s after %s", owner, behind, got.Status, time.Since(created))
 	}
-	if got := e.waitFor(t, tk.ID, terminal); got.Status != taskstate.Completed || time.Since(created) > 2*time.Second {
-		t.Fatalf("carol's task behind alice's twelve: %s after %s", got.Status, time.Since(created))
-	}
-	if most.Load() != 2 {
-		t.Fatalf("alice ran %d tasks at once on 4 slots, want her share, 2", most.Load())
-	}
-	for _, id := range alice {
+}
+
+func (e *env) cancelAll(t *testing.T, ids []string) {
+	t.Helper()
+	for _, id := range ids {
 		if _, err := e.prod.Cancel(context.Background(), id, "test over"); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// One principal with many long tasks holds at most its share (half of 4
+// slots, with no tenant share); another principal's task behind them in
+// the queue runs at once.
+func TestPrincipalShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	r := newShareRun("alice")
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4, TenantShare: 1, PrincipalShare: 0.5}, r.handle)
+	alice := e.createOwned(t, "long", "alice", 12)
+	// Which two of her twelve win the share depends on which the worker's
+	// goroutines reach first, so wait for the count, not for particular ones.
+	testenv.Eventually(t, 15*time.Second, "alice running her share", func() bool { return r.total() == 2 })
+	e.startsSoon(t, "long", "carol", "alice's twelve")
+	if m := r.mostOf("alice"); m != 2 {
+		t.Fatalf("alice ran %d tasks at once on 4 slots, want her share, 2", m)
+	}
+	e.cancelAll(t, alice)
+}
+
+// With the default shares on 4 slots (a tenant 3, a principal 1), two
+// principals of tenant t1 with many long tasks each hold one slot; a third
+// principal of t1 and one of t2, behind them in the queue, run at once.
+func TestTenantShare(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const alice, bob, carol, dan = "iss|alice|t1", "iss|bob|t1", "iss|carol|t1", "iss|dan|t2"
+	r := newShareRun(alice, bob)
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, r.handle)
+	// alice's first: alone in the queue she still gets only her share.
+	long := e.createOwned(t, "long", alice, 12)
+	testenv.Eventually(t, 15*time.Second, "alice running her share", func() bool { return r.total() == 1 })
+	long = append(long, e.createOwned(t, "long", bob, 12)...)
+	testenv.Eventually(t, 15*time.Second, "bob running his share", func() bool { return r.total() == 2 })
+	e.startsSoon(t, "long", carol, "alice's and bob's 24")
+	e.startsSoon(t, "long", dan, "alice's and bob's 24")
+	for _, o := range []string{alice, bob} {
+		if m := r.mostOf(o); m != 1 {
+			t.Errorf("%s ran %d tasks at once on 4 slots, want the share of a principal, 1", o, m)
+		}
+	}
+	e.cancelAll(t, long)
+}
+
+// Four principals of tenant t1 with long tasks hold the tenant's share of 4
+// slots, 3, one each; the fourth waits, and a principal of t2 behind them
+// all runs at once in the slot the tenant leaves.
+func TestTenantShareLeavesASlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	t1 := []string{"iss|alice|t1", "iss|bob|t1", "iss|carol|t1", "iss|erin|t1"}
+	r := newShareRun(t1...)
+	e.serve(t, consumer.Tool{Name: "long"}, &consumer.Config{Concurrency: 4}, r.handle)
+	var long []string
+	for _, o := range t1 {
+		long = append(long, e.createOwned(t, "long", o, 3)...)
+	}
+	testenv.Eventually(t, 15*time.Second, "t1 running its share", func() bool { return r.total() == 3 })
+	e.startsSoon(t, "long", "iss|dan|t2", "t1's twelve")
+	if n := r.total(); n != 3 {
+		t.Errorf("t1 runs %d tasks on 4 slots, want its share, 3", n)
+	}
+	for _, o := range t1 {
+		if m := r.mostOf(o); m > 1 {
+			t.Errorf("%s ran %d tasks at once, want at most 1", o, m)
+		}
+	}
+	e.cancelAll(t, long)
 }

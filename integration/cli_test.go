@@ -63,6 +63,7 @@ func TestConfigStrictEnvironment(t *testing.T) {
 				{"MCPQ_LEASE=5", `MCPQ_LEASE="5": want a duration with a unit`},
 				{"MCPQ_REQUIRE_DURABLE=yes-please", `MCPQ_REQUIRE_DURABLE="yes-please": want true, false, 1 or 0`},
 				{"MCPQ_BROKER=kafka", `MCPQ_BROKER="kafka": want one of nats, asynq`},
+				{"MCPQ_TENANT_SHARE=-0.5", `--tenant-share -0.5: a share is a fraction of the slots above 0`},
 			} {
 				out, code := runBinary(t, bin, []string{c.env}, args...)
 				if code == 0 || !strings.Contains(out, c.want) {

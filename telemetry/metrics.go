@@ -23,6 +23,7 @@ type metrics struct {
 	inputWait *prometheus.HistogramVec
 	redeliver *prometheus.CounterVec
 	expired   *prometheus.CounterVec
+	deferred  *prometheus.CounterVec
 	http      *prometheus.CounterVec
 }
 
@@ -53,11 +54,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		expired: counter("mcpq_task_lease_expiries_total",
 			"Task leases found expired (the worker holding the task was lost), by tool.",
 			"tool"),
+		deferred: counter("mcpq_fair_share_deferrals_total",
+			"Jobs a worker handed back for a second because their principal, or its tenant, held its share of the worker's slots (--principal-share, --tenant-share), by tool and level (principal or tenant). Counted by workers; each waiting job adds at most about one a second.",
+			"tool", "level"),
 		http: counter("mcpq_http_requests_total",
 			"HTTP requests served, by method and status code.",
 			"method", "code"),
 	}
-	reg.MustRegister(m.created, m.finished, m.run, m.pickup, m.inputWait, m.redeliver, m.expired, m.http)
+	reg.MustRegister(m.created, m.finished, m.run, m.pickup, m.inputWait, m.redeliver, m.expired, m.deferred, m.http)
 	return m
 }
 
@@ -125,6 +129,14 @@ func (t *Telemetry) InputWaited(tool string, waited time.Duration) {
 func (t *Telemetry) LeaseExpired(tool string) {
 	if t != nil && t.m != nil {
 		t.m.expired.WithLabelValues(tool).Inc()
+	}
+}
+
+// FairShareDeferred counts a job handed back because its principal or its
+// tenant (level) held its share of the worker's slots.
+func (t *Telemetry) FairShareDeferred(tool, level string) {
+	if t != nil && t.m != nil {
+		t.m.deferred.WithLabelValues(tool, level).Inc()
 	}
 }
 

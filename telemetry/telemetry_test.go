@@ -73,6 +73,9 @@ func TestCounters(t *testing.T) {
 	tel.InputWaited("a", 3*time.Second)
 	tel.TaskFinished(context.Background(), "a", "failed")
 	tel.LeaseExpired("a")
+	tel.FairShareDeferred("a", "tenant")
+	tel.FairShareDeferred("a", "principal")
+	tel.FairShareDeferred("a", "principal")
 
 	want := `
 # HELP mcpq_task_redeliveries_total Handler starts of a task that had run before (attempt > 1: a lost worker, a lost lease, a failed outcome write), by tool.
@@ -93,7 +96,8 @@ mcpq_task_redeliveries_total{tool="a"} 1
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	for _, line := range []string{`mcpq_tasks_created_total{tool="a"} 2`, `mcpq_task_pickup_seconds_sum{tool="a"} 0.25`, `mcpq_task_pickup_seconds_count{tool="a"} 1`,
-		`mcpq_tasks_finished_total{status="failed",tool="a"} 1`, `mcpq_task_input_wait_seconds_sum{tool="a"} 3`} {
+		`mcpq_tasks_finished_total{status="failed",tool="a"} 1`, `mcpq_task_input_wait_seconds_sum{tool="a"} 3`,
+		`mcpq_fair_share_deferrals_total{level="principal",tool="a"} 2`, `mcpq_fair_share_deferrals_total{level="tenant",tool="a"} 1`} {
 		if !strings.Contains(rec.Body.String(), line+"\n") {
 			t.Errorf("missing %q in\n%s", line, rec.Body.String())
 		}

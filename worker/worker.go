@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -26,12 +27,12 @@ type Options struct {
 	Lease       time.Duration
 	MaxAttempts int
 	Grace       time.Duration
-	// ParkAfter, InputTimeout, MaxWaitingInput and PrincipalShare: see
-	// consumer.Config.
-	ParkAfter, InputTimeout time.Duration
-	MaxWaitingInput         int
-	PrincipalShare          float64
-	MaxResult               int64
+	// ParkAfter, InputTimeout, MaxWaitingInput, TenantShare and
+	// PrincipalShare: see consumer.Config.
+	ParkAfter, InputTimeout     time.Duration
+	MaxWaitingInput             int
+	TenantShare, PrincipalShare float64
+	MaxResult                   int64
 	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
 	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
 	// public listener for the api).
@@ -61,7 +62,8 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.Duration(&w.ParkAfter, "park-after", "MCPQ_PARK_AFTER", 3*time.Second, "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park")
 	e.Duration(&w.InputTimeout, "input-timeout", "MCPQ_INPUT_TIMEOUT", 30*time.Minute, "how long a task waits for its client's answers, parked or not, before it fails saying so")
 	e.Int(&w.MaxWaitingInput, "max-waiting-input", "MCPQ_MAX_WAITING_INPUT", 100, "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound")
-	e.Float64(&w.PrincipalShare, "principal-share", "MCPQ_PRINCIPAL_SHARE", 0.5, "share of --concurrency one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; 1: no share")
+	e.Float64(&w.TenantShare, "tenant-share", "MCPQ_TENANT_SHARE", 0.75, "share of --concurrency the principals of one tenant (the --auth-tenant-claim of task owners; owners without one form one tenant) may hold at once; past it the worker defers the tenant's next job for a second so other tenants' jobs get the slots; below 1 it leaves other tenants at least one slot; 1: no share")
+	e.Float64(&w.PrincipalShare, "principal-share", "MCPQ_PRINCIPAL_SHARE", 0.25, "share of its tenant's slots (--tenant-share) one principal (task owner, with authentication on) may hold at once; past it the worker defers the principal's next job for a second so others' jobs get the slots; below 1 it leaves the tenant's other principals at least one slot; 1: no share")
 	e.Int64(&w.MaxResult, "max-result", "MCPQ_MAX_RESULT", consumer.DefaultMaxResult, "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs)")
 	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
@@ -76,7 +78,7 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 		MaxAttempts:   w.MaxAttempts,
 		ShutdownGrace: w.Grace,
 		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
-		PrincipalShare: w.PrincipalShare, MaxResult: w.MaxResult,
+		TenantShare: w.TenantShare, PrincipalShare: w.PrincipalShare, MaxResult: w.MaxResult,
 		Logger:    log,
 		Telemetry: w.Telemetry,
 	})
@@ -111,6 +113,9 @@ func Main(name string, register func(*consumer.Mux)) {
 // returns. name names the process on the broker connection, in traces and
 // in logs.
 func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
+	if err := wo.Check(); err != nil {
+		return err
+	}
 	mux := consumer.NewMux()
 	register(mux)
 	relays, err := wo.startRelays(ctx, mux, log) // --mcp-stdio, --mcp-config
@@ -163,6 +168,19 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 		defer stop()
 	}
 	return w.Run(ctx, mux)
+}
+
+// Check refuses settings no worker can run with: a negative (or
+// not-a-number) --tenant-share or --principal-share (0 takes the default,
+// like every zero option). Run calls it; so does a process that builds a
+// worker with New.
+func (w *Options) Check() error {
+	for flag, v := range map[string]float64{"--tenant-share": w.TenantShare, "--principal-share": w.PrincipalShare} {
+		if v < 0 || math.IsNaN(v) {
+			return fmt.Errorf("worker: %s %v: a share is a fraction of the slots above 0 (e.g. 0.5; 1 or more: no share)", flag, v)
+		}
+	}
+	return nil
 }
 
 // serveAdmin serves h on addr until stop is called.

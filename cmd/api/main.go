@@ -255,6 +255,9 @@ func faultHook(log zerolog.Logger) (func(*taskstate.Task), error) {
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Settings first: a server that must not start fails before it
 	// touches NATS or Redis.
+	if err := c.worker.Check(); err != nil {
+		return err
+	}
 	authn, err := c.authenticator(ctx, log)
 	if err != nil {
 		return err

@@ -193,7 +193,7 @@ func (l *lifecycle) serve(ctx context.Context, srv *http.Server, ls *listeners, 
 	}
 	l.draining.Store(true)
 	delay := l.delay
-	if s, ok := context.Cause(ctx).(signalled); ok && s.Signal == os.Interrupt {
+	if s := (signalled{}); errors.As(context.Cause(ctx), &s) && s.Signal == os.Interrupt {
 		delay = 0
 	}
 	log.Info().Dur("delay", delay).Msg("shutting down: /readyz answers 503; the listener closes after the delay")

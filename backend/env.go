@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -171,12 +172,74 @@ func (e *Env) bind(name, env string) {
 	}
 }
 
-// ParseFlags parses args into fs and then runs CheckFlags.
+// ParseFlags parses args into fs and then runs CheckFlags. It never exits
+// (it sets fs to flag.ContinueOnError): -h prints the usage to fs's output
+// and returns flag.ErrHelp; a bad command line — an unknown flag, a flag
+// without its value, a value its flag cannot hold — is an error of one line
+// that names the flag, the value and what the flag wants, as a bad variable
+// is, and prints no usage.
 func ParseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	return CheckFlags(fs, stdout)
+}
+
+// parseArgs is fs.Parse with the errors ParseFlags promises.
+func parseArgs(fs *flag.FlagSet, args []string) error {
+	fs.Init(fs.Name(), flag.ContinueOnError)
+	var bad *badValue
+	orig := map[*flag.Flag]flag.Value{}
+	fs.VisitAll(func(f *flag.Flag) {
+		orig[f] = f.Value
+		f.Value = &recordingValue{Value: f.Value, name: f.Name, bad: &bad}
+	})
+	out := fs.Output()
+	var usage bytes.Buffer
+	fs.SetOutput(&usage) // Parse prints the usage on every error; only -h shows it
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	for f, v := range orig {
+		f.Value = v
+	}
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		_, _ = out.Write(usage.Bytes())
+		return err
+	case bad != nil:
+		return fmt.Errorf("--%s %q: %s", bad.name, bad.value, want(fs.Lookup(bad.name), bad.err))
+	}
+	return fmt.Errorf("%w (%s -h lists the flags)", err, fs.Name())
+}
+
+// badValue is the first value a flag refused during parseArgs.
+type badValue struct {
+	name, value string
+	err         error
+}
+
+// recordingValue wraps a flag's value during parseArgs to learn which flag
+// refused which value (the flag package's error says only "parse error").
+type recordingValue struct {
+	flag.Value
+	name string
+	bad  **badValue
+}
+
+func (r *recordingValue) Set(s string) error {
+	err := r.Value.Set(s)
+	if err != nil && *r.bad == nil {
+		*r.bad = &badValue{name: r.name, value: s, err: err}
+	}
+	return err
+}
+
+// IsBoolFlag keeps a boolean flag one that takes no value.
+func (r *recordingValue) IsBoolFlag() bool {
+	b, ok := r.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // CheckFlags reports every environment variable of fs that holds no value
@@ -214,11 +277,12 @@ func CheckFlags(fs *flag.FlagSet, stdout io.Writer) error {
 	return nil
 }
 
-// ParseFlagsOrExit is ParseFlags for a main: a bad setting is reported on
-// standard error with exit status 2; --print-config exits with status 0.
+// ParseFlagsOrExit is ParseFlags for a main: -h prints the usage and
+// --print-config the configuration, both exiting with status 0; a bad
+// setting is reported in one line on standard error with exit status 2.
 func ParseFlagsOrExit(fs *flag.FlagSet, args []string) {
 	switch err := ParseFlags(fs, args, os.Stdout); {
-	case errors.Is(err, ErrConfigPrinted):
+	case errors.Is(err, ErrConfigPrinted), errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case err != nil:
 		fmt.Fprintf(os.Stderr, "%s: %v\n", fs.Name(), err)

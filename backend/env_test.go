@@ -109,6 +109,47 @@ func TestEnvStrictOnTheCommandLine(t *testing.T) {
 	}
 }
 
+// A bad command line is one error naming the flag, the value and what the
+// flag wants, and prints no usage; -h prints the usage and is flag.ErrHelp.
+func TestCommandLineErrorsNameTheFlag(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-d", "5"}, `--d "5": want a duration with a unit, such as 500ms, 30s or 5m`},
+		{[]string{"-n=abc"}, `--n "abc": want an integer`},
+		{[]string{"-f", "1,5"}, `--f "1,5": want a number`},
+		{[]string{"-b=yes"}, `--b "yes": want true, false, 1 or 0`},
+		{[]string{"-nope"}, "flag provided but not defined: -nope (t -h lists the flags)"},
+		{[]string{"-d"}, "flag needs an argument: -d (t -h lists the flags)"},
+	} {
+		v := newEnvFlags()
+		var usage strings.Builder
+		v.fs.SetOutput(&usage)
+		err := ParseFlags(v.fs, c.args, io.Discard)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+		if usage.Len() > 0 {
+			t.Errorf("%v printed the usage:\n%s", c.args, usage.String())
+		}
+		if kind, _ := flag.UnquoteUsage(v.fs.Lookup("d")); kind != "duration" {
+			t.Errorf("%v: the flag's value is still wrapped (kind %q)", c.args, kind)
+		}
+	}
+	v := newEnvFlags()
+	var usage strings.Builder
+	v.fs.SetOutput(&usage)
+	if err := ParseFlags(v.fs, []string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) || !strings.Contains(usage.String(), "a duration") {
+		t.Errorf("-h: %v, usage %q; want flag.ErrHelp and the usage", err, usage.String())
+	}
+	// A boolean flag still takes no value after the wrapping.
+	v = newEnvFlags()
+	if err := ParseFlags(v.fs, []string{"-b", "-n", "3"}, io.Discard); err != nil || !v.b || v.n != 3 {
+		t.Errorf("-b -n 3: %v, b=%v n=%d", err, v.b, v.n)
+	}
+}
+
 func TestPrintConfig(t *testing.T) {
 	t.Setenv("T_S", "redis://app:s3cret@h:1/0")
 	t.Setenv("T_P", "hunter2")

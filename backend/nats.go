@@ -145,7 +145,10 @@ func (o *Options) connectNATS(ctx context.Context, name string, log zerolog.Logg
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() {
+				return // our own Close or Drain: no reconnecting
+			}
 			log.Warn().Err(err).Msg("NATS disconnected; reconnecting")
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
@@ -182,6 +185,24 @@ func (o *Options) connectNATS(ctx context.Context, name string, log zerolog.Logg
 		}
 	}
 	return nc, nil
+}
+
+// drainNATS drains nc and waits, at most 5 s, until the drain has closed
+// it. nc.Drain returns at once; an all-in-one api shuts its embedded server
+// down next, and a connection still draining then would be cut (and log a
+// disconnect on a clean shutdown).
+func drainNATS(nc *nats.Conn) {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		nc.Close()
+	}
 }
 
 // refusal says which flags to check when err is one that retrying cannot

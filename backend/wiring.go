@@ -115,9 +115,18 @@ func (o *Options) Logger(service string) zerolog.Logger {
 	}
 	var out io.Writer = os.Stderr
 	if !o.LogJSON {
-		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339}
+		// Colours only for a person at a terminal: not in a log file, a pipe
+		// or a container log, nor with NO_COLOR set (no-color.org).
+		color := isTerminal(os.Stderr) && os.Getenv("NO_COLOR") == ""
+		out = zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339, NoColor: !color}
 	}
 	return zerolog.New(out).Level(lvl).With().Timestamp().Str("service", service).Logger()
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // Connect sets up the seams on the chosen backend.
@@ -144,7 +153,7 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{close: []func(){func() { _ = nc.Drain() }}}
+	b := &Backend{close: []func(){func() { drainNATS(nc) }}}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		b.Close()

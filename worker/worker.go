@@ -88,15 +88,19 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 // environment variables) from os.Args, connects the backend, runs the tools
 // register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
 // reason on standard error when it cannot start or run, 2 for bad flags or
-// environment variables (backend.Env); --print-config prints the settings
-// and exits 0.
+// environment variables (backend.Env) or any word that is not a flag, in one
+// line; --print-config prints the settings and exits 0.
 func Main(name string, register func(*consumer.Mux)) {
-	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var opts backend.Options
 	var wo Options
 	opts.Flags(fs)
 	wo.Flags(fs)
 	backend.ParseFlagsOrExit(fs, os.Args[1:])
+	if fs.NArg() > 0 { // a typo must not start a worker
+		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q: a worker takes flags only (%s -h lists them)\n", name, fs.Arg(0), name)
+		os.Exit(2)
+	}
 	log := opts.Logger(name)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -29,17 +29,18 @@ func (f *consoleFlags) flags(fs *flag.FlagSet) {
 // mount adds the console to mux: open without authentication (loopback or
 // --insecure-no-auth, like the API), admins only with it, and not at all
 // when authentication is on and no admin is named.
-// admins are the parsed --console-admins (console.ParseAdmins).
-func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) {
+// admins are the parsed --console-admins (console.ParseAdmins). It reports
+// whether it mounted the console.
+func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) bool {
 	if !f.on {
-		return
+		return false
 	}
 	cfg := console.Config{Store: store, Producer: prod, AllowedHosts: hosts}
 	if authn != nil {
 		cfg.Admins = admins
 		if len(cfg.Admins) == 0 {
 			log.Warn().Msg("task console not mounted: authentication is on and --console-admins names no one")
-			return
+			return false
 		}
 		cfg.Authenticate = func(r *http.Request) (console.Identity, error) {
 			p, err := authn.Authenticate(r)
@@ -52,4 +53,5 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 		names[i] = a.String()
 	}
 	log.Info().Str("path", console.Path).Strs("admins", names).Bool("auth", authn != nil).Msg("task console mounted")
+	return true
 }

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,7 +35,8 @@ import (
 //     (inline calls waiting for a worker, tasks/result streams) get up to
 //     --shutdown-timeout to finish. Those still waiting then end with a
 //     JSON-RPC error saying the server is shutting down (mcpfront.ErrShuttingDown)
-//     rather than a cut connection.
+//     rather than a cut connection. On SIGINT (Ctrl-C at a terminal, where
+//     no balancer is waiting) there is no delay: the drain starts at once.
 type lifecycle struct {
 	delay, timeout time.Duration
 	draining       atomic.Bool
@@ -40,7 +44,7 @@ type lifecycle struct {
 
 func (l *lifecycle) flags(fs *flag.FlagSet) {
 	e := backend.EnvOf(fs)
-	e.Duration(&l.delay, "shutdown-delay", "MCPQ_SHUTDOWN_DELAY", 5*time.Second, "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile)")
+	e.Duration(&l.delay, "shutdown-delay", "MCPQ_SHUTDOWN_DELAY", 5*time.Second, "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile); none on SIGINT (Ctrl-C)")
 	e.Duration(&l.timeout, "shutdown-timeout", "MCPQ_SHUTDOWN_TIMEOUT", 20*time.Second, "api: after --shutdown-delay, how long in-flight requests get to finish; those still waiting then get a shutting-down error")
 }
 
@@ -81,22 +85,96 @@ func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telem
 	return public, adm
 }
 
-// serve runs srv on listen (and adminH on admin, when set) until ctx ends,
-// then shuts down as the type comment says. It returns once srv has
-// stopped, or the first serve error.
-func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin string, adminH http.Handler, conns *connFlags, log zerolog.Logger) error {
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", listen, err)
+// listeners are the api's sockets, opened before anything starts (run), so
+// that an address in use fails at once, naming it, and not after the
+// embedded NATS and the in-process worker are up.
+type listeners struct {
+	public, admin net.Listener // admin nil without --admin
+}
+
+// openListeners opens --listen and --admin and, for the all-in-one
+// (natsListen set), checks that the embedded NATS's address is free.
+func openListeners(listen, admin, natsListen string) (*listeners, error) {
+	var ls listeners
+	var err error
+	if ls.public, err = listenOn("", listen); err != nil {
+		return nil, err
 	}
-	ln = limitConns(ln, conns.maxConns, conns.maxPerClient, log)
+	if admin != "" {
+		if ls.admin, err = listenOn("--admin: ", admin); err != nil {
+			ls.close()
+			return nil, err
+		}
+	}
+	if natsListen != "" {
+		probe, err := listenOn("embedded NATS: ", natsListen)
+		if err != nil {
+			ls.close()
+			return nil, err
+		}
+		_ = probe.Close() // free again for the embedded server
+	}
+	return &ls, nil
+}
+
+// close closes the listeners serve did not take over.
+func (ls *listeners) close() {
+	for _, ln := range []net.Listener{ls.public, ls.admin} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
+}
+
+// listenOn listens on addr; its error reads "<what>listen <addr>: address
+// already in use", without the net package's repetitions.
+func listenOn(what, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			err = op.Err
+		}
+		var sys *os.SyscallError
+		if errors.As(err, &sys) {
+			err = sys.Err
+		}
+		return nil, fmt.Errorf("%slisten %s: %w", what, addr, err)
+	}
+	return ln, nil
+}
+
+// signalled is the cause of main's context: the signal that ended it.
+type signalled struct{ os.Signal }
+
+func (s signalled) Error() string { return s.String() + " signal received" }
+
+// notifyContext is signal.NotifyContext for SIGINT and SIGTERM, with the
+// signal as the context's cause (signalled).
+func notifyContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-ch:
+			cancel(signalled{s})
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { signal.Stop(ch); cancel(nil) }
+}
+
+// serve runs srv on ls.public (and adminH on ls.admin, when set) until ctx
+// ends, then shuts down as the type comment says, except that after a
+// Ctrl-C (SIGINT: a person at a terminal, no load balancer) the listener
+// closes at once, without --shutdown-delay. It returns once srv has
+// stopped, or the first serve error.
+func (l *lifecycle) serve(ctx context.Context, srv *http.Server, ls *listeners, adminH http.Handler, conns *connFlags, log zerolog.Logger) error {
+	ln := limitConns(ls.public, conns.maxConns, conns.maxPerClient, log)
 	errc := make(chan error, 2)
 	if adminH != nil {
-		aln, err := net.Listen("tcp", admin)
-		if err != nil {
-			_ = ln.Close()
-			return fmt.Errorf("--admin %s: %w", admin, err)
-		}
+		aln := ls.admin
 		asrv := &http.Server{Handler: adminH, ReadHeaderTimeout: 10 * time.Second}
 		defer func() { _ = asrv.Close() }() // liveness answers until the very end
 		go func() { errc <- asrv.Serve(aln) }()
@@ -114,16 +192,20 @@ func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin s
 	case <-ctx.Done():
 	}
 	l.draining.Store(true)
-	log.Info().Dur("delay", l.delay).Msg("shutting down: /readyz answers 503; the listener closes after the delay")
+	delay := l.delay
+	if s := (signalled{}); errors.As(context.Cause(ctx), &s) && s.Signal == os.Interrupt {
+		delay = 0
+	}
+	log.Info().Dur("delay", delay).Msg("shutting down: /readyz answers 503; the listener closes after the delay")
 	select {
-	case <-time.After(l.delay):
+	case <-time.After(delay):
 	case err := <-errc:
 		return err
 	}
 	log.Info().Dur("timeout", l.timeout).Msg("draining in-flight requests")
 	sctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	if err == nil {
 		return nil
 	}

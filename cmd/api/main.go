@@ -22,11 +22,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
@@ -92,7 +92,8 @@ func main() {
 		os.Exit(operatorMain(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var c config
-	fs := flag.NewFlagSet("api", flag.ExitOnError)
+	fs := flag.NewFlagSet("api", flag.ContinueOnError)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), apiUsage); fs.PrintDefaults() }
 	c.Options.Flags(fs)
 	c.worker.Flags(fs)
 	c.console.flags(fs)
@@ -128,15 +129,50 @@ func main() {
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
 	e.EnvOnly(&c.stateKey, "MCPQ_STATE_KEY", true)
 	backend.ParseFlagsOrExit(fs, os.Args[1:])
+	if fs.NArg() > 0 { // words after the flags: help, or a mistake
+		fs.SetOutput(os.Stdout)
+		os.Exit(command(fs.Arg(0), fs.Usage, os.Stderr))
+	}
 
 	log := c.Logger("api")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := notifyContext() // lifecycle.go: SIGINT or SIGTERM, and which
 	defer stop()
 	if err := run(ctx, &c, log); err != nil {
 		log.Error().Err(err).Msg("api failed")
 		fmt.Fprintln(os.Stderr, "api:", err)
 		os.Exit(1)
 	}
+}
+
+const apiUsage = `usage: api [flags]           serve MCP at http://<--listen>/mcp (default 127.0.0.1:8080)
+       api tasks <command>   task records: list, get, cancel, purge (api tasks -h)
+       api tools <command>   the tool catalog: list, rm (api tools -h)
+       api help              this text
+
+With no --nats and --broker nats (the defaults) api runs all-in-one: an
+embedded NATS (store under --data-dir, workers may join at --nats-listen)
+and the demo tools in-process. With --nats, or --broker asynq and --redis,
+it runs no tools itself: start workers (cmd/worker) on the same backend.
+GET / says where things are; the task console is at /console/.
+
+Every flag can also be set by the environment variable named after it.
+Flags:
+`
+
+// command answers the first word on the command line after the flags:
+// help prints the usage (status 0); anything else is a usage error (status
+// 2) naming the commands, so a typo never starts a server.
+func command(word string, usage func(), stderr io.Writer) int {
+	switch word {
+	case "help":
+		usage()
+		return 0
+	case "tasks", "tools":
+		fmt.Fprintf(stderr, "api: %s is a command: put it first, before its flags (api %s -h)\n", word, word)
+	default:
+		fmt.Fprintf(stderr, "api: unknown command %q: the commands are tasks, tools and help; api with flags only serves (api -h lists the flags)\n", word)
+	}
+	return 2
 }
 
 // isLoopbackListen reports whether a listen address accepts connections
@@ -274,6 +310,20 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if c.natsSync != "" && !allInOne {
 		return errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
 	}
+	// The addresses next, before anything starts: one in use (a second
+	// all-in-one api) fails at once, naming it.
+	natsListen := ""
+	if allInOne {
+		natsListen = c.natsListen
+	}
+	ls, err := openListeners(c.listen, c.worker.Admin, natsListen)
+	if err != nil {
+		return err
+	}
+	defer ls.close()
+	// Everything started below stops when run returns, also on an error.
+	ctx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
 	if allInOne {
 		ns, url, err := backend.EmbeddedNATS(c.dataDir, c.natsListen, c.natsSync, log)
 		if err != nil {
@@ -300,6 +350,9 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	tel := b.Telemetry(reg, tp)
 	tel.WatchQueue(b.QueueDepth(), catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
+	if !allInOne {
+		c.hintWorkers(ctx, b.Catalog, log)
+	}
 
 	var wg sync.WaitGroup
 	if allInOne {
@@ -393,7 +446,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			}
 		}
 	}
-	c.console.mount(ctx, mux, authn, admins, prod, b.Store, hosts, log)
+	consoleOn := c.console.mount(ctx, mux, authn, admins, prod, b.Store, hosts, log)
+	mux.Handle("GET /{$}", rootPage(consoleOn)) // GET and HEAD of exactly "/"
 	if c.asynqmon {
 		if c.Broker != "asynq" {
 			return fmt.Errorf("--asynqmon needs --broker asynq")
@@ -415,9 +469,61 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
 	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
 	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
-	err = c.lifecycle.serve(ctx, srv, c.listen, c.worker.Admin, admin, &c.conns, log)
+	err = c.lifecycle.serve(ctx, srv, ls, admin, &c.conns, log)
+	cancelRun() // a serve error stops the in-process worker and the reaper too
 	wg.Wait()
 	return err
+}
+
+// hintWorkers logs how to start a worker when the catalog is empty: an api
+// on --nats or on Redis runs no tools itself, and a first run of
+// `api --broker asynq` would otherwise list none without saying why.
+func (c *config) hintWorkers(ctx context.Context, cat taskstate.Catalog, log zerolog.Logger) {
+	tools, err := cat.Tools(ctx)
+	if err != nil || len(tools) > 0 {
+		return
+	}
+	cmd := "go run ./cmd/worker --nats " + redactURL(c.NATSURL)
+	if c.Broker == "asynq" || c.Broker == "redis" {
+		cmd = "go run ./cmd/worker --broker asynq --redis " + redactURL(c.RedisURL)
+	}
+	if c.Prefix != "mcpq" {
+		cmd += " --prefix " + c.Prefix
+	}
+	log.Warn().Str("start_one", cmd).Msg("no tools yet: this api runs none itself (only the all-in-one, without --nats, does); start a worker on the same backend and --prefix")
+}
+
+// redactURL is u with its password masked; u itself when it does not parse
+// as one URL (a comma-separated list, a Sentinel address).
+func redactURL(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Host != "" {
+		return p.Redacted()
+	}
+	return u
+}
+
+// rootPage answers GET / with a page pointing at /mcp (and /console/ when it
+// is mounted), so a browser pointed at the server finds its way.
+func rootPage(consoleOn bool) http.Handler {
+	console := ""
+	if consoleOn {
+		console = `<li><a href="/console/">/console/</a>: the task console, to watch and cancel tasks in a browser</li>`
+	}
+	page := `<!doctype html>
+<html><head><meta charset="utf-8"><title>mcpqueue</title></head><body>
+<h1>mcpqueue</h1>
+<p>This is an MCP server: it runs tool calls as durable tasks.</p>
+<ul>
+<li><a href="/mcp">/mcp</a>: the MCP endpoint (Streamable HTTP); point your MCP client at this URL</li>
+` + console + `
+<li><a href="/healthz">/healthz</a>, <a href="/readyz">/readyz</a>: health</li>
+</ul>
+</body></html>
+`
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = io.WriteString(w, page)
+	})
 }
 
 // catalogRoutes lists the routes (catalog keys) of every tool and prompt in

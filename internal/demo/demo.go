@@ -61,6 +61,11 @@ type FailArgs struct {
 	Message string `json:"message,omitempty" jsonschema:"the error to report"`
 }
 
+// ConfirmArgs is the confirm_action tool's arguments.
+type ConfirmArgs struct {
+	Action string `json:"action" jsonschema:"what to do once the user agrees, e.g. delete the old backups"`
+}
+
 // Register adds the demo tools to mux.
 func Register(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
@@ -141,6 +146,23 @@ func Register(mux *consumer.Mux) {
 			return nil, err
 		}
 		return &consumer.Result{Content: []consumer.Content{consumer.Text(fmt.Sprintf("exported %d bytes", c.Args.Bytes)), link}}, nil
+	})
+
+	consumer.Handle(mux, consumer.Tool{
+		Name: "confirm_action", Title: "Confirm action",
+		Description: "Asks the user whether to go ahead with the action (an elicitation: a task waits input_required for the answer), then says what was decided. Nothing is really done.",
+	}, func(ctx context.Context, c *consumer.Call[ConfirmArgs]) (*consumer.Result, error) {
+		schema := map[string]any{"type": "object", "required": []string{"confirm"}, "properties": map[string]any{
+			"confirm": map[string]any{"type": "boolean", "title": "Go ahead?"},
+		}}
+		r, err := c.Elicit(ctx, "confirm", fmt.Sprintf("Go ahead with %q?", c.Args.Action), schema)
+		if err != nil {
+			return nil, err
+		}
+		if ok, _ := r.Content["confirm"].(bool); r.Action != "accept" || !ok {
+			return consumer.TextResult(fmt.Sprintf("Not done: %s (the user said no)", c.Args.Action)), nil
+		}
+		return consumer.TextResult("Confirmed: " + c.Args.Action), nil
 	})
 
 	consumer.Handle(mux, consumer.Tool{

@@ -1,6 +1,7 @@
 // Command api is the MCP front end. With no flags it runs all-in-one: an
 // embedded NATS server (JetStream, file storage under --data-dir) that also
-// listens on --nats-listen so separate workers can join, plus an in-process
+// listens on --nats-listen so separate workers can join with the key it
+// generates in --data-dir (nats.nk), plus an in-process
 // worker running the example tools. With --nats (or --broker asynq and
 // --redis) it uses that broker and runs no handlers itself; workers do.
 //

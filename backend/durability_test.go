@@ -176,7 +176,8 @@ func TestEmbeddedNATSSync(t *testing.T) {
 		{"", 2 * time.Minute, false, false}, {"always", 2 * time.Minute, true, false}, {"ALWAYS", 2 * time.Minute, true, false},
 		{"5s", 5 * time.Second, false, false}, {"0s", 0, false, true}, {"-1s", 0, false, true}, {"sometimes", 0, false, true},
 	} {
-		ns, _, err := EmbeddedNATS(t.TempDir(), "127.0.0.1:-1", c.sync, zerolog.Nop())
+		o := &Options{DataDir: t.TempDir()}
+		ns, err := o.StartEmbeddedNATS("127.0.0.1:-1", c.sync, zerolog.Nop())
 		if c.bad {
 			if err == nil || !strings.Contains(err.Error(), "--nats-sync") {
 				t.Errorf("--nats-sync %q: %v; want it refused", c.sync, err)

@@ -16,21 +16,22 @@ import (
 // Connect the seams from an options struct instead of flags: the names of
 // the stream, consumers, buckets, queues and subjects all derive from
 // Prefix, exactly as api derives them. Here NATS is an embedded server, as
-// the all-in-one api runs it; a deployment names its own NATS (NATSURL) or
-// Redis (Broker "asynq", RedisURL).
+// the all-in-one api runs it (StartEmbeddedNATS fills in its URL and the
+// key it generated in DataDir); a deployment names its own NATS (NATSURL,
+// NATSAuth) or Redis (Broker "asynq", RedisURL).
 func ExampleOptions_Connect() {
 	dir, err := os.MkdirTemp("", "mcpq-example")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	ns, url, err := backend.EmbeddedNATS(dir, "127.0.0.1:-1", "", zerolog.Nop())
+	opts := &backend.Options{Broker: "nats", Prefix: "mcpq", DataDir: dir}
+	ns, err := opts.StartEmbeddedNATS("127.0.0.1:-1", "", zerolog.Nop())
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer ns.Shutdown()
 
-	opts := &backend.Options{Broker: "nats", NATSURL: url, Prefix: "mcpq"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b, err := opts.Connect(ctx, "my-worker", zerolog.Nop())

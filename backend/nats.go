@@ -134,8 +134,29 @@ func tlsConfig(prefix, ca, cert, key string) (*tls.Config, error) {
 // connection is up. A server that is not there yet is retried until ctx
 // ends; one that refuses the credentials or whose TLS handshake fails ends
 // the wait at once with an error saying which flags to check.
+//
+// With no credentials of its own, a process reaching NATS on loopback uses
+// the all-in-one api's key in the data dir if there is one (embeddedKey); a
+// server that takes no nkeys is then joined without it.
 func (o *Options) connectNATS(ctx context.Context, name string, log zerolog.Logger) (*nats.Conn, error) {
-	sec, err := o.NATSAuth.options()
+	auth := o.NATSAuth
+	found := o.embeddedKey()
+	if found != "" {
+		auth.NKey = found
+		log.Info().Str("key", found).Msg("no NATS credentials given: using the all-in-one api's key in --data-dir")
+	}
+	nc, err := o.dialNATS(ctx, name, auth, found, log)
+	if found != "" && errors.Is(err, nats.ErrNkeysNotSupported) {
+		log.Info().Str("key", found).Msg("this NATS takes no nkeys (it is not the all-in-one api's): joining without credentials")
+		return o.dialNATS(ctx, name, o.NATSAuth, "", log)
+	}
+	return nc, err
+}
+
+// dialNATS connects with auth; found is the data dir key it holds, if any,
+// for the error hints.
+func (o *Options) dialNATS(ctx context.Context, name string, auth NATSAuth, found string, log zerolog.Logger) (*nats.Conn, error) {
+	sec, err := auth.options()
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +192,7 @@ func (o *Options) connectNATS(ctx context.Context, name string, log zerolog.Logg
 		select {
 		case err := <-errc:
 			last = err
-			if hint := refusal(err); hint != "" {
+			if hint := refusal(err, found, o.DataDir); hint != "" {
 				nc.Close()
 				return nil, fmt.Errorf("backend: NATS %s refused the connection: %w (%s)", o.NATSURL, err, hint)
 			}
@@ -206,13 +227,18 @@ func drainNATS(nc *nats.Conn) {
 }
 
 // refusal says which flags to check when err is one that retrying cannot
-// cure ("" otherwise).
-func refusal(err error) string {
+// cure ("" otherwise). found is the data dir's key the connection used, if
+// any; dataDir is --data-dir.
+func refusal(err error, found, dataDir string) string {
 	msg := err.Error()
 	switch {
+	case errors.Is(err, nats.ErrNkeysNotSupported):
+		return "this server takes no nkeys: check --nats-nkey"
+	case found != "" && strings.Contains(strings.ToLower(msg), "authorization violation"):
+		return "used the key " + found + ": it belongs to the all-in-one api started with --data-dir " + dataDir + " (this NATS is another one, or that api made a new key); check --data-dir, or pass --nats-nkey, --nats-creds, --nats-user and --nats-password, or --nats-token"
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
 		errors.Is(err, nats.ErrAccountAuthExpired), strings.Contains(strings.ToLower(msg), "authorization violation"):
-		return "check --nats-creds, --nats-nkey, --nats-user and --nats-password, or --nats-token"
+		return "check --nats-creds, --nats-nkey, --nats-user and --nats-password, or --nats-token; the all-in-one api's NATS takes the key in its --data-dir: --nats-nkey <data-dir>/" + EmbeddedNKeyFile
 	case errors.Is(err, nats.ErrTLS), strings.Contains(msg, "x509: "), strings.Contains(msg, "tls: "), errors.Is(err, nats.ErrSecureConnWanted), errors.Is(err, nats.ErrSecureConnRequired):
 		return "check the TLS settings: --nats-tls-ca (the CA that signed the server's certificate), --nats-tls-cert and --nats-tls-key (the client certificate a verifying server wants), a tls:// URL"
 	}

@@ -14,10 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -59,6 +56,11 @@ type Options struct {
 	// Redis how to reach Redis besides RedisURL (Sentinel, ACL, TLS).
 	NATSAuth NATSAuth
 	Redis    RedisConn
+	// DataDir is where the all-in-one api keeps its embedded NATS (store
+	// and key, StartEmbeddedNATS). A process given no NATS credentials
+	// whose NATS URL is on loopback authenticates with the key there, if
+	// the file exists.
+	DataDir string
 	// AsynqPoll is how often idle asynq consumers look for jobs,
 	// AsynqBusyPoll how often busy ones do (asynqbroker "Busy and idle").
 	AsynqPoll, AsynqBusyPoll time.Duration
@@ -97,6 +99,7 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	e.Duration(&o.ToolRetention, "tool-retention", "MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention, "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once")
 	e.String(&o.NATSURL, "nats", "NATS_URL", "", "nats backend: NATS server URL (nats:// or tls://; several comma-separated)")
 	o.NATSAuth.flags(e)
+	e.String(&o.DataDir, "data-dir", "MCPQ_DATA_DIR", "data", "the all-in-one api's directory: its embedded NATS's store and key (nats.nk, generated on first start); a process given no NATS credentials joins a NATS on loopback with the key there")
 	e.String(&o.Prefix, "prefix", "MCPQ_PREFIX", "mcpq", "name prefix for streams, buckets and subjects")
 	e.Choice(&o.LogLevel, "log-level", "MCPQ_LOG_LEVEL", "info", "log level: debug, info, warn, error", "debug", "info", "warn", "error")
 	e.Choice(&o.NATSStorage, "nats-storage", "MCPQ_NATS_STORAGE", "file", "nats backend: storage of the job stream and the KV buckets: file, or memory (a NATS restart loses every task)", "file", "memory")
@@ -181,52 +184,6 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 
 func (o *Options) brokerConfig() *natsbroker.Config {
 	return &natsbroker.Config{Prefix: o.Prefix}
-}
-
-// EmbeddedNATS starts a NATS server with JetStream and file storage under
-// dataDir, listening for clients on listen (host:port) so separate workers can
-// join. sync is the JetStream sync policy (ParseSync: "", "always" or a
-// duration). It returns the server and its client URL.
-func EmbeddedNATS(dataDir, listen, sync string, log zerolog.Logger) (*server.Server, string, error) {
-	host, portStr, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, "", fmt.Errorf("backend: --nats-listen %q: %w", listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, "", fmt.Errorf("backend: --nats-listen %q: bad port", listen)
-	}
-	interval, always, err := ParseSync(sync)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, "", fmt.Errorf("backend: data dir: %w", err)
-	}
-	opts := &server.Options{
-		ServerName:   "mcpqueue-embedded",
-		Host:         host,
-		Port:         port,
-		JetStream:    true,
-		StoreDir:     filepath.Join(dataDir, "jetstream"),
-		NoSigs:       true,
-		SyncInterval: interval, // 0: the server's default
-		SyncAlways:   always,
-	}
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return nil, "", fmt.Errorf("backend: embedded NATS: %w", err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, "", fmt.Errorf("backend: embedded NATS did not start on %s", listen)
-	}
-	// NewServer filled in the default interval.
-	log.Info().Str("url", ns.ClientURL()).Str("store", opts.StoreDir).Str("sync", syncName(opts)).
-		Str("guarantee", syncPromise(opts.SyncInterval, opts.SyncAlways)).
-		Msg("embedded NATS running (JetStream, file storage)")
-	return ns, ns.ClientURL(), nil
 }
 
 func syncName(o *server.Options) string {

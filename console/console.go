@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,6 +52,7 @@ type Config struct {
 // Console is the http.Handler for everything under Path.
 type Console struct {
 	cfg   Config
+	gate  *Gate
 	feed  taskstate.Feed // nil if the store has none
 	track *tracker
 	mux   *http.ServeMux
@@ -75,7 +74,7 @@ func New(ctx context.Context, cfg Config) *Console {
 	if cfg.TrackIdle <= 0 {
 		cfg.TrackIdle = trackIdle
 	}
-	c := &Console{cfg: cfg, mux: http.NewServeMux()}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), gate: &Gate{Authenticate: cfg.Authenticate, Admins: cfg.Admins, AllowedHosts: cfg.AllowedHosts}}
 	c.feed, _ = cfg.Store.(taskstate.Feed)
 	c.track = newTracker(ctx, c.feed, 10000, cfg.TrackIdle)
 	page, err := fs.Sub(static, "static")
@@ -100,7 +99,7 @@ func New(ctx context.Context, cfg Config) *Console {
 }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !c.hostAllowed(r.Host) {
+	if !c.gate.hostAllowed(r.Host) {
 		writeErr(w, http.StatusForbidden, "host "+strconv.Quote(r.Host)+" is not allowed")
 		return
 	}
@@ -111,41 +110,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
-func (c *Console) hostAllowed(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	if host == "localhost" || slices.Contains(c.cfg.AllowedHosts, host) {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// guard admits an API call: same-origin for writes, and an admin when
-// authentication is on.
+// guard admits an API call through the gate (Gate.admit).
 func (c *Console) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); r.Method != http.MethodGet && o != "" {
-			if u, err := url.Parse(o); err != nil || u.Host != r.Host {
-				writeErr(w, http.StatusForbidden, "cross-origin request from "+strconv.Quote(o)+" refused")
-				return
-			}
-		}
-		who := "anonymous"
-		if c.cfg.Authenticate != nil {
-			id, err := c.cfg.Authenticate(r)
-			if err != nil {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="mcpqueue console"`)
-				writeErr(w, http.StatusUnauthorized, "a console admin's bearer token is required: "+err.Error())
-				return
-			}
-			if !slices.ContainsFunc(c.cfg.Admins, func(a Admin) bool { return a.Admits(id) }) {
-				writeErr(w, http.StatusForbidden, strconv.Quote(id.String())+" is not a console admin (--console-admins)")
-				return
-			}
-			who = id.String()
+		who, ok := c.gate.admit(w, r)
+		if !ok {
+			return
 		}
 		c.track.use()
 		next(w, r, who)

@@ -14,4 +14,7 @@
 // caller whose whole principal (tenant and subject, or owner key) is listed
 // in Admins. The page itself holds no data; it asks for a bearer token and
 // sends it with every API call.
+//
+// Gate is that check on its own (Host, same-origin writes, admins), which
+// api also puts in front of asynqmon.
 package console

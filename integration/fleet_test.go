@@ -68,9 +68,7 @@ func TestFleetMixedPools(t *testing.T) {
 			be     harness.Backend
 		)
 		if broker == "nats" {
-			var natsURL string
-			mcpURL, natsURL, api = harness.AllInOne(t, b)
-			be = harness.NATSBackend(natsURL)
+			mcpURL, be, api = harness.AllInOne(t, b)
 			prefix = "mcpq" // the all-in-one api's own
 		} else {
 			be = harness.NewBackend(t, b, broker, prefix)

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"net/http"
 
+	"github.com/hibiken/asynqmon"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
@@ -42,10 +44,7 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 			log.Warn().Msg("task console not mounted: authentication is on and --console-admins names no one")
 			return false
 		}
-		cfg.Authenticate = func(r *http.Request) (console.Identity, error) {
-			p, err := authn.Authenticate(r)
-			return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}, err
-		}
+		cfg.Authenticate = identify(authn)
 	}
 	mux.Handle(console.Path, console.New(ctx, cfg))
 	names := make([]string, len(cfg.Admins))
@@ -54,4 +53,41 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 	}
 	log.Info().Str("path", console.Path).Strs("admins", names).Bool("auth", authn != nil).Msg("task console mounted")
 	return true
+}
+
+// identify is the console's view of a's principal.
+func identify(a *jwtauth.Authenticator) func(*http.Request) (console.Identity, error) {
+	return func(r *http.Request) (console.Identity, error) {
+		p, err := a.Authenticate(r)
+		return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}, err
+	}
+}
+
+// mountAsynqmon adds asynqmon (--asynqmon) to mux behind the console's gate:
+// Host checked and cross-origin writes refused always, and with
+// authentication on only --console-admins admitted (admins, parsed). It
+// returns asynqmon's closer.
+func (c *config) mountAsynqmon(mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, hosts []string, log zerolog.Logger) (func(), error) {
+	if c.Broker != "asynq" {
+		return nil, errors.New("--asynqmon needs --broker asynq")
+	}
+	gate := &console.Gate{AllowedHosts: hosts}
+	if authn != nil {
+		if len(admins) == 0 {
+			return nil, errors.New("--asynqmon with authentication on needs --console-admins: only they may use it (it shows every task's arguments and owner, and can pause queues)")
+		}
+		gate.Authenticate, gate.Admins = identify(authn), admins
+	}
+	opt, err := c.AsynqConnOpt()
+	if err != nil {
+		return nil, err
+	}
+	mon := asynqmon.New(asynqmon.Options{RootPath: "/asynqmon", RedisConnOpt: opt, ReadOnly: c.asynqmonReadOnly})
+	mux.Handle("/asynqmon/", gate.Wrap(mon))
+	ev := log.Info()
+	if authn == nil {
+		ev = log.Warn().Str("note", "authentication is off: anyone who reaches --listen sees every task's arguments and owner there, and can pause queues and delete jobs unless --asynqmon-read-only")
+	}
+	ev.Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Bool("auth", authn != nil).Msg("asynqmon mounted")
+	return func() { _ = mon.Close() }, nil
 }

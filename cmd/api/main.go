@@ -1,6 +1,7 @@
 // Command api is the MCP front end. With no flags it runs all-in-one: an
 // embedded NATS server (JetStream, file storage under --data-dir) that also
-// listens on --nats-listen so separate workers can join, plus an in-process
+// listens on --nats-listen so separate workers can join with the key it
+// generates in --data-dir (nats.nk), plus an in-process
 // worker running the example tools. With --nats (or --broker asynq and
 // --redis) it uses that broker and runs no handlers itself; workers do.
 //
@@ -33,7 +34,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hibiken/asynqmon"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
@@ -53,7 +53,6 @@ type config struct {
 	worker           worker.Options
 	listen           string
 	natsListen       string
-	dataDir          string
 	natsSync         string
 	syncTimeout      time.Duration
 	inlineWait       time.Duration
@@ -102,14 +101,13 @@ func main() {
 	e := backend.EnvOf(fs)
 	e.String(&c.listen, "listen", "MCPQ_LISTEN", "127.0.0.1:8080", "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it")
 	e.String(&c.natsListen, "nats-listen", "MCPQ_NATS_LISTEN", "127.0.0.1:4250", "all-in-one: where the embedded NATS listens for workers")
-	e.String(&c.dataDir, "data-dir", "MCPQ_DATA_DIR", "data", "all-in-one: embedded NATS storage directory")
 	e.String(&c.natsSync, "nats-sync", "MCPQ_NATS_SYNC", "", "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always }")
 	e.Duration(&c.syncTimeout, "sync-timeout", "MCPQ_SYNC_TIMEOUT", 2*time.Minute, "how long a call from a client without task support waits for its result")
 	e.Duration(&c.inlineWait, "inline-wait", "MCPQ_INLINE_WAIT", 30*time.Millisecond, "how long a task-capable call of a short tool waits to answer with its result instead of a task handle; negative: always a handle")
 	e.Duration(&c.taskTTL, "task-ttl", "MCPQ_TASK_TTL", time.Hour, "how long a finished task is kept")
 	e.String(&c.allowedHosts, "allowed-hosts", "MCPQ_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback")
 	e.String(&c.allowedOrigins, "allowed-origins", "MCPQ_ALLOWED_ORIGINS", "", "comma-separated Origins accepted besides loopback")
-	e.Bool(&c.asynqmon, "asynqmon", "MCPQ_ASYNQMON", false, "asynq backend: serve the asynqmon queue dashboard at /asynqmon/; it has no auth of its own: only enable it behind your network controls")
+	e.Bool(&c.asynqmon, "asynqmon", "MCPQ_ASYNQMON", false, "asynq backend: serve the asynqmon queue dashboard at /asynqmon/; with authentication on only --console-admins may use it (bearer token), and cross-origin writes are refused")
 	e.Bool(&c.asynqmonReadOnly, "asynqmon-read-only", "MCPQ_ASYNQMON_READ_ONLY", false, "asynqmon: view only, no deleting or retrying from the UI")
 	e.String(&c.publicURL, "public-url", "MCPQ_PUBLIC_URL", "", "the URL clients reach this server at, without /mcp (e.g. https://mcp.example.com); its host is also allowed; default http://<listen> on a loopback address")
 	e.String(&c.authJWKSURL, "auth-jwks-url", "MCPQ_AUTH_JWKS_URL", "", "OAuth: the token issuer's JWKS URL (RS256, ES256, EdDSA keys); turns bearer-token authentication on")
@@ -325,12 +323,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	ctx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
 	if allInOne {
-		ns, url, err := backend.EmbeddedNATS(c.dataDir, c.natsListen, c.natsSync, log)
+		ns, err := c.StartEmbeddedNATS(c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
 		if err != nil {
 			return err
 		}
 		defer ns.Shutdown()
-		c.NATSURL = url
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := c.Connect(cctx, "api", log)
@@ -449,17 +446,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	consoleOn := c.console.mount(ctx, mux, authn, admins, prod, b.Store, hosts, log)
 	mux.Handle("GET /{$}", rootPage(consoleOn)) // GET and HEAD of exactly "/"
 	if c.asynqmon {
-		if c.Broker != "asynq" {
-			return fmt.Errorf("--asynqmon needs --broker asynq")
-		}
-		opt, err := c.AsynqConnOpt()
+		closeMon, err := c.mountAsynqmon(mux, authn, admins, hosts, log) // console.go
 		if err != nil {
 			return err
 		}
-		mon := asynqmon.New(asynqmon.Options{RootPath: "/asynqmon", RedisConnOpt: opt, ReadOnly: c.asynqmonReadOnly})
-		defer mon.Close()
-		mux.Handle("/asynqmon/", mon)
-		log.Info().Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Msg("asynqmon mounted")
+		defer closeMon()
 	}
 
 	// Headers within 10 s (a token-less request is refused right after

@@ -29,7 +29,8 @@ const tasksUsage = `usage: api tasks <command> [flags] [ids]
 Operator commands on the task records, against the backend api runs on:
 the same flags and environment (--broker, --nats, --redis, --prefix, …).
 With --broker nats and no --nats, the all-in-one api's NATS at
-nats://127.0.0.1:4250.
+nats://127.0.0.1:4250, with its key in --data-dir (default ./data): run
+from the api's directory, or pass --data-dir or --nats-nkey.
 
 commands:
   list          records, newest first: --status, --tool, --owner, --older-than,

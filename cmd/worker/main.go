@@ -3,7 +3,7 @@
 // Start as many as you like against one NATS or Redis (--broker asynq); each
 // pulls one job per free slot.
 //
-//	go run ./cmd/worker --nats nats://127.0.0.1:4250 --concurrency 8
+//	go run ./cmd/worker --nats nats://127.0.0.1:4250 --concurrency 8   # beside the all-in-one api (its key: ./data/nats.nk)
 package main
 
 import (

@@ -2,7 +2,7 @@
 // github.com/mcpqueue/mcpqueue like any user's module would and serves one
 // tool, word_count, to every api on the same backend and --prefix.
 //
-//	go run . --nats nats://127.0.0.1:4250          # next to the all-in-one api
+//	go run . --nats nats://127.0.0.1:4250 --data-dir ../../data   # next to the all-in-one api (its key)
 //	go run . --broker asynq --redis redis://127.0.0.1:6379/0
 package main
 

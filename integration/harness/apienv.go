@@ -44,20 +44,24 @@ func APILogged(t testing.TB, b *Bins, be Backend, prefix, name, logDir string, e
 
 // AllInOne starts the api as `go run ./cmd/api` on a fresh checkout does
 // (no --nats: embedded NATS, the demo tools in-process, nothing taken from
-// the environment), and waits until it is healthy. natsURL is its embedded
-// NATS server; its prefix is the default, mcpq.
-func AllInOne(t testing.TB, b *Bins) (mcpURL, natsURL string, p *Proc) {
+// the environment), in a directory of its own (be.Home) where it keeps
+// ./data, and waits until it is healthy. be joins its embedded NATS
+// (be.NATSURL) with the key in that data dir; its prefix is the default,
+// mcpq.
+func AllInOne(t testing.TB, b *Bins) (mcpURL string, be Backend, p *Proc) {
 	t.Helper()
 	port, natsPort := FreePort(t), FreePort(t)
-	p = Start(t, "api-all-in-one", b.API,
-		[]string{"NATS_URL=", "MCPQ_PREFIX="}, // nothing from the environment may turn off all-in-one
+	home := t.TempDir()
+	p = StartIn(t, home, "api-all-in-one", b.API,
+		[]string{"NATS_URL=", "MCPQ_PREFIX=", "MCPQ_DATA_DIR="}, // nothing from the environment may turn off all-in-one
 		"--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort),
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--log-json")
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	p.WaitHealthy(t, base+"/healthz", 30*time.Second)
-	return base + "/mcp", fmt.Sprintf("nats://127.0.0.1:%d", natsPort), p
+	url := fmt.Sprintf("nats://127.0.0.1:%d", natsPort)
+	be = Backend{Name: "nats", Args: []string{"--nats", url, "--data-dir", filepath.Join(home, "data")}, Home: home, NATSURL: url}
+	return base + "/mcp", be, p
 }
 
 // WaitHealthy waits until GET url answers 200, failing the test at once if

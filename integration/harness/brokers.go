@@ -37,7 +37,7 @@ func StartLogged(t testing.TB, logDir, name, bin string, env []string, args ...s
 		t.Fatal(err)
 	}
 	fmt.Fprintf(f, "==== %s started %s: %s %s\n", name, time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
-	p := start(t, name, bin, env, f, args)
+	p := start(t, "", name, bin, env, f, args)
 	go func() { <-p.Done(); f.Close() }()
 	t.Cleanup(func() {
 		if t.Failed() {

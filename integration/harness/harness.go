@@ -130,11 +130,17 @@ type SyncBuffer = redistest.SyncBuffer
 // logged if the test failed.
 func Start(t testing.TB, name, bin string, env []string, args ...string) *Proc {
 	t.Helper()
-	return start(t, name, bin, env, nil, args)
+	return start(t, "", name, bin, env, nil, args)
 }
 
-// start is Start with the output also copied to also (nil: only kept in memory).
-func start(t testing.TB, name, bin string, env []string, also io.Writer, args []string) *Proc {
+// StartIn is Start in working directory dir.
+func StartIn(t testing.TB, dir, name, bin string, env []string, args ...string) *Proc {
+	t.Helper()
+	return start(t, dir, name, bin, env, nil, args)
+}
+
+// start is StartIn with the output also copied to also (nil: only kept in memory).
+func start(t testing.TB, dir, name, bin string, env []string, also io.Writer, args []string) *Proc {
 	t.Helper()
 	p := &Proc{Name: name, out: &SyncBuffer{}}
 	var out io.Writer = p.out
@@ -142,7 +148,7 @@ func start(t testing.TB, name, bin string, env []string, also io.Writer, args []
 		out = io.MultiWriter(p.out, also)
 	}
 	var err error
-	if p.Proc, err = procs.Start(bin, env, out, false, args...); err != nil {
+	if p.Proc, err = procs.StartIn(dir, bin, env, out, false, args...); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -223,6 +229,9 @@ type Backend struct {
 	Redis func() *redis.Client
 	// NATS is the nats-server process (nats backend only).
 	NATS *Proc
+	// Home is the working directory of an all-in-one api (AllInOne), whose
+	// data/ holds its embedded NATS's key; NATSURL that NATS.
+	Home, NATSURL string
 }
 
 // NATS starts a nats-server process with JetStream and file storage.

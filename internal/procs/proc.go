@@ -22,7 +22,13 @@ type Proc struct {
 // it (SIGKILL) when the thread that started it ends, as when the program
 // dies (Linux only: see DieWithParent).
 func Start(bin string, env []string, out io.Writer, dieWithParent bool, args ...string) (*Proc, error) {
+	return StartIn("", bin, env, out, dieWithParent, args...)
+}
+
+// StartIn is Start in working directory dir ("": this process's).
+func StartIn(dir, bin string, env []string, out io.Writer, dieWithParent bool, args ...string) (*Proc, error) {
 	p := &Proc{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = dir
 	p.cmd.Stdout, p.cmd.Stderr = out, out
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -202,6 +202,17 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &deadlineWriter{ResponseWriter: rw, rc: http.NewResponseController(rw), d: s.cfg.WriteTimeout}
+	// A request refused before its body is read (bad Origin, no token, 405,
+	// 415, 413) is answered and its connection closed: net/http would
+	// otherwise read up to 256 KiB of the body first, with no deadline, and
+	// a client that declared one and never sends it would hold the
+	// connection open for good.
+	unread := r.ContentLength != 0
+	defer func() {
+		if unread {
+			_ = w.rc.SetReadDeadline(time.Now())
+		}
+	}()
 	if err := s.checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -242,6 +253,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	_ = w.rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, s.cfg.MaxBody))
 	_ = w.rc.SetReadDeadline(time.Time{})
+	unread = err != nil
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {

@@ -97,7 +97,7 @@ func (l *lifecycle) serve(ctx context.Context, srv *http.Server, listen, admin s
 			_ = ln.Close()
 			return fmt.Errorf("--admin %s: %w", admin, err)
 		}
-		asrv := &http.Server{Handler: adminH, ReadHeaderTimeout: 10 * time.Second}
+		asrv := &http.Server{Handler: guardBodies(adminH, conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: conns.idleTimeout}
 		defer func() { _ = asrv.Close() }() // liveness answers until the very end
 		go func() { errc <- asrv.Serve(aln) }()
 		log.Info().Str("url", "http://"+aln.Addr().String()).Msg("admin listening (/healthz, /readyz, /metrics)")

@@ -406,10 +406,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	// Headers within 10 s (a token-less request is refused right after
-	// them); the body within --body-timeout and each write within
-	// --write-timeout (mcpfront: per request, so streams live on); idle
-	// keep-alive connections for --idle-timeout.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
+	// them); the body within --body-timeout, whichever handler serves it,
+	// and a body left unread is not waited for (guardBodies, conns.go);
+	// each write within --write-timeout (mcpfront: per request, so streams
+	// live on); idle keep-alive connections for --idle-timeout.
+	srv := &http.Server{Handler: guardBodies(mux, c.conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
 	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
 	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
 	err = c.lifecycle.serve(ctx, srv, c.listen, c.worker.Admin, admin, &c.conns, log)

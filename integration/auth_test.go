@@ -301,3 +301,59 @@ func TestAuthConsoleTenantAdmins(t *testing.T) {
 		t.Fatalf("api with a bare console admin and a tenant claim: output lacks the reason:\n%s", out)
 	}
 }
+
+// TestAuthOperatorScopes: a console admin named T1/admin sees and cancels
+// T1's tasks only; */ops is a global operator and sees every tenant's. On the
+// public port /metrics answers only a global operator's token (403 for a
+// tenant's user or admin, 401 without a token).
+func TestAuthOperatorScopes(t *testing.T) {
+	t.Parallel()
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-tenant-claim", "tenant", "--console-admins", "T1/admin,*/ops")
+	base := strings.TrimSuffix(s.mcpURL, "/mcp")
+	mint := func(sub, tenant string) string {
+		c := s.iss.Claims(sub, s.mcpURL)
+		c["tenant"] = tenant
+		return s.iss.Mint(t, c)
+	}
+	s.worker(t, "worker")
+	start := func(tenant string) string {
+		c := authClient(s.mcpURL, mint("user", tenant))
+		id := c.StartTask(t, "wait", map[string]any{"ms": 60000})
+		c.WaitStatus(t, id, 20*time.Second, "working")
+		return id
+	}
+	t1, t2 := start("T1"), start("T2")
+	get := func(method, path, token string) (int, string) {
+		req := must(http.NewRequestWithContext(t.Context(), method, base+path, nil))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, body := do(t, req)
+		return resp.StatusCode, string(body)
+	}
+	admin, ops := mint("admin", "T1"), mint("ops", "T9")
+	code, body := get("GET", "/console/api/tasks", admin)
+	if code != 200 || !strings.Contains(body, t1) || strings.Contains(body, t2) {
+		t.Fatalf("T1/admin lists: %d %.300s; want T1's task %s and not T2's %s", code, body, t1, t2)
+	}
+	if code, body := get("GET", "/console/api/tasks/"+t2, admin); code != 404 {
+		t.Errorf("T1/admin reads T2's task: %d %.200s, want 404", code, body)
+	}
+	if code, body := get("POST", "/console/api/tasks/"+t2+"/cancel", admin); code != 404 {
+		t.Errorf("T1/admin cancels T2's task: %d %.200s, want 404", code, body)
+	}
+	if code, body := get("GET", "/console/api/tasks", ops); code != 200 || !strings.Contains(body, t1) || !strings.Contains(body, t2) {
+		t.Fatalf("*/ops lists: %d %.300s; want both tenants' tasks", code, body)
+	}
+	if code, body := get("POST", "/console/api/tasks/"+t2+"/cancel", ops); code != 200 {
+		t.Fatalf("*/ops cancels T2's task: %d %.200s, want 200", code, body)
+	}
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", 401}, {"a T1 user", mint("user", "T1"), 403}, {"T1/admin", admin, 403}, {"*/ops", ops, 200}} {
+		if code, body := get("GET", "/metrics", c.token); code != c.want || c.want == 200 && !strings.Contains(body, "mcpq_") {
+			t.Errorf("/metrics as %s: %d %.200s, want %d", c.who, code, body, c.want)
+		}
+	}
+}

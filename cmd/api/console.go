@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
@@ -43,7 +44,7 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 		}
 		cfg.Authenticate = func(r *http.Request) (console.Identity, error) {
 			p, err := authn.Authenticate(r)
-			return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}, err
+			return identityOf(p), err
 		}
 	}
 	mux.Handle(console.Path, console.New(ctx, cfg))
@@ -52,4 +53,9 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 		names[i] = a.String()
 	}
 	log.Info().Str("path", console.Path).Strs("admins", names).Bool("auth", authn != nil).Msg("task console mounted")
+}
+
+// identityOf is the console's view of a principal.
+func identityOf(p auth.Principal) console.Identity {
+	return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}
 }

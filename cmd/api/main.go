@@ -370,8 +370,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	})
 	var metricsGuard func(http.Handler) http.Handler
 	if authn != nil && c.worker.Admin == "" {
-		metricsGuard = bearerOnly(authn)
-		log.Warn().Msg("/metrics is on the public port and needs a bearer token there (authentication is on); serve it to your scraper with --admin instead")
+		metricsGuard = operatorsOnly(authn, admins)
+		log.Warn().Msg("/metrics is on the public port and answers only a global console admin's token there (authentication is on: --console-admins, */subject with a tenant claim); serve it to your scraper with --admin instead")
 	}
 	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
@@ -434,14 +434,21 @@ func catalogRoutes(c taskstate.Catalog) func(context.Context) ([]string, error) 
 	}
 }
 
-// bearerOnly admits a request with a valid bearer token only (401 with the
-// authenticator's challenge otherwise).
-func bearerOnly(a *jwtauth.Authenticator) func(http.Handler) http.Handler {
+// operatorsOnly admits a request whose bearer token is a console admin's
+// who sees every tenant (console.Admit): 401 with the authenticator's
+// challenge without a valid token, 403 for anyone else. The metrics count
+// every tenant's tasks, so a tenant's admin does not get them.
+func operatorsOnly(a *jwtauth.Authenticator, admins []console.Admin) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := a.Authenticate(r); err != nil {
+			p, err := a.Authenticate(r)
+			if err != nil {
 				w.Header().Set("WWW-Authenticate", a.Challenge(r, err))
-				http.Error(w, "a bearer token is required for /metrics on the public port (serve it with --admin instead)", http.StatusUnauthorized)
+				http.Error(w, "a console admin's bearer token is required for /metrics on the public port (serve it with --admin instead)", http.StatusUnauthorized)
+				return
+			}
+			if ok, every := console.Admit(admins, identityOf(p)); !ok || !every {
+				http.Error(w, "/metrics on the public port answers only a console admin who sees every tenant (--console-admins); serve it with --admin instead", http.StatusForbidden)
 				return
 			}
 			next.ServeHTTP(w, r)

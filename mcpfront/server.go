@@ -93,9 +93,20 @@ type Config struct {
 	// listen streams one principal (or remote address, unauthenticated) keeps
 	// open on one replica (default 16; more: -32029). ListenKeepalive is how
 	// often an idle listen stream carries an SSE comment (default 15s).
+	// A 2025-11-25 session's GET streams count against MaxListenStreams
+	// too (and at most 4 per session).
 	MaxListenTasks   int
 	MaxListenStreams int
 	ListenKeepalive  time.Duration
+	// MaxSessions caps the 2025-11-25 sessions one authenticated principal
+	// keeps (not yet expired or deleted), counted in the store, so across
+	// replicas. Default 0: no cap. An initialize past it gets JSON-RPC
+	// error -32029 "too many sessions". Sessions without auth are not capped.
+	MaxSessions int
+	// MaxClientData bounds what a session keeps of its initialize: the
+	// clientInfo and capabilities, in bytes as sent. Default 64 KiB. More:
+	// -32602, and no session.
+	MaxClientData int
 	// StateKey signs MRTR requestState tokens. Replicas behind one load
 	// balancer must share it; when empty a random per-process key is used.
 	StateKey []byte
@@ -166,6 +177,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	c.WriteTimeout = cmp.Or(max(c.WriteTimeout, 0), 30*time.Second)
 	c.MaxArgs = cmp.Or(max(c.MaxArgs, 0), DefaultMaxArgs)
 	c.MaxInputKeys = cmp.Or(max(c.MaxInputKeys, 0), defaultMaxInputKeys)
+	c.MaxClientData = cmp.Or(max(c.MaxClientData, 0), defaultMaxClientData)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

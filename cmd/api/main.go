@@ -81,6 +81,7 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
+	maxSessions    int
 
 	reapInterval time.Duration
 	publishGrace time.Duration
@@ -124,6 +125,7 @@ func main() {
 	e.Float64(&c.rateLimit, "rate-limit", "MCPQ_RATE_LIMIT", 0, "requests per second each principal (or client address, without auth) may send; 0: no limit")
 	e.Int(&c.rateBurst, "rate-burst", "MCPQ_RATE_BURST", 0, "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up")
 	e.Int(&c.maxActiveTasks, "max-active-tasks", "MCPQ_MAX_ACTIVE_TASKS", -1, "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap")
+	e.Int(&c.maxSessions, "max-sessions-per-principal", "MCPQ_MAX_SESSIONS_PER_PRINCIPAL", 256, "2025-11-25 sessions one authenticated principal may keep open (not yet expired or deleted), across replicas; past it initialize is refused with -32029; 0: no cap")
 	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
 	e.EnvOnly(&c.stateKey, "MCPQ_STATE_KEY", true)
@@ -362,6 +364,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		RateLimit:      c.rateLimit,
 		RateBurst:      c.rateBurst,
 		MaxActiveTasks: activeCap(c.maxActiveTasks, authn != nil),
+		MaxSessions:    c.maxSessions,
 		BodyTimeout:    c.conns.bodyTimeout,
 		WriteTimeout:   c.conns.writeTimeout,
 		Auth:           fauth,

@@ -357,3 +357,38 @@ func TestAuthOperatorScopes(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthSessionCap: with --max-sessions-per-principal 2 a principal's third
+// 2025-11-25 session is refused with -32029 naming the cap, on both
+// backends (the count is in the store); another principal opens its own.
+func TestAuthSessionCap(t *testing.T) {
+	t.Parallel()
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.ES256, "--max-sessions-per-principal", "2")
+		initialize := func(sub string) (int, string, *harness.RPCError) {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+				"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "cap", "version": "1"},
+			}})
+			req := must(http.NewRequestWithContext(t.Context(), http.MethodPost, s.mcpURL, bytes.NewReader(body)))
+			req.Header.Set("Authorization", "Bearer "+s.token(t, sub))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, raw := do(t, req)
+			var env struct{ Error *harness.RPCError }
+			_ = json.Unmarshal(raw, &env)
+			return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), env.Error
+		}
+		for i := range 2 {
+			if code, id, rerr := initialize("alice"); code != 200 || id == "" || rerr != nil {
+				t.Fatalf("alice's session %d of 2: %d %q %v", i+1, code, id, rerr)
+			}
+		}
+		code, id, rerr := initialize("alice")
+		if id != "" || rerr == nil || rerr.Code != -32029 || !strings.Contains(rerr.Message, "too many sessions: a principal keeps at most 2") {
+			t.Fatalf("alice's third session: %d %q %v, want -32029 too many sessions and no session", code, id, rerr)
+		}
+		if code, id, rerr := initialize("bob"); code != 200 || id == "" || rerr != nil {
+			t.Fatalf("bob's session while alice is at the cap: %d %q %v", code, id, rerr)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package console_test
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,8 @@ func TestParseAdmins(t *testing.T) {
 		{entries: []string{"root"}, tenants: true, err: `admin "root": with a tenant claim, name an admin as tenant/subject`},
 		{entries: []string{"/root"}, tenants: true, err: `admin "/root"`},
 		{entries: []string{"acme/"}, tenants: true, err: `admin "acme/"`},
+		{entries: []string{"*/ops"}, tenants: true, want: []console.Admin{{Subject: "ops", EveryTenant: true}}},
+		{entries: []string{"*/"}, tenants: true, err: `admin "*/"`},
 	} {
 		got, err := console.ParseAdmins(c.entries, c.tenants)
 		if c.err != "" {
@@ -85,8 +88,71 @@ func TestConsoleTenantAdmins(t *testing.T) {
 	if code := f.do(t, "GET", "/console/api/tasks", "tenant-a/admin", &e); code != 200 {
 		t.Fatalf("the real admin: %d (%s), want 200", code, e.Error)
 	}
-	if code := f.do(t, "GET", "/console/api/tasks/"+tk.ID, "tenant-a/admin", &e); code != 200 {
-		t.Fatalf("the real admin, detail: %d (%s), want 200", code, e.Error)
+}
+
+// An admin of a tenant sees, reads and cancels its own tenant's tasks only;
+// another tenant's task is no task at all to it. A "*/subject" admin sees
+// every tenant's.
+func TestConsoleAdminScopedToTenant(t *testing.T) {
+	admins, err := console.ParseAdmins([]string{"T1/admin", "T2/admin", "*/ops"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, console.Config{
+		Admins: admins,
+		Authenticate: func(r *http.Request) (console.Identity, error) {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			tenant, sub, _ := strings.Cut(tok, "/")
+			return console.Identity{Subject: sub, Tenant: tenant, Owner: "iss|" + sub + "|" + tenant}, nil
+		},
+	})
+	owned := func(owner string) string {
+		now := time.Now().UTC()
+		tk := &taskstate.Task{ID: taskstate.NewID(), Tool: "wait", Owner: owner, Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
+			Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60_000}
+		if err := f.store.Create(t.Context(), tk); err != nil {
+			t.Fatal(err)
+		}
+		return tk.ID
+	}
+	t1, t1b, t2 := owned("iss|user|T1"), owned("iss|other|T1"), owned("iss|user|T2")
+	other := owned("other-iss|user|T1") // T1 of another issuer is another tenant
+	listed := func(token string) []string {
+		var ans listAnswer
+		if code := f.do(t, "GET", "/console/api/tasks", token, &ans); code != 200 {
+			t.Fatalf("list as %s: %d", token, code)
+		}
+		var ids []string
+		for _, r := range ans.Tasks {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	sorted := func(ids ...string) []string { slices.Sort(ids); return ids }
+	if got, want := listed("T1/admin"), sorted(t1, t1b); !slices.Equal(got, want) {
+		t.Fatalf("T1/admin lists %v, want T1's tasks only %v", got, want)
+	}
+	if got, want := listed("X/ops"), sorted(t1, t1b, t2, other); !slices.Equal(got, want) {
+		t.Fatalf("*/ops lists %v, want every task %v", got, want)
+	}
+	var e struct{ Error string }
+	for _, id := range []string{t2, other} {
+		if code := f.do(t, "GET", "/console/api/tasks/"+id, "T1/admin", &e); code != 404 {
+			t.Errorf("T1/admin reading another tenant's task: %d (%s), want 404", code, e.Error)
+		}
+		if code := f.do(t, "POST", "/console/api/tasks/"+id+"/cancel", "T1/admin", &e); code != 404 {
+			t.Errorf("T1/admin cancelling another tenant's task: %d (%s), want 404", code, e.Error)
+		}
+		if got, _ := f.store.Get(t.Context(), id); got.Status != taskstate.Working {
+			t.Fatalf("T1/admin's refused cancel changed another tenant's task: %s", got.Status)
+		}
+	}
+	if code := f.do(t, "POST", "/console/api/tasks/"+t1b+"/cancel", "T1/admin", &e); code != 200 {
+		t.Fatalf("T1/admin cancelling a T1 task: %d (%s), want 200", code, e.Error)
+	}
+	if code := f.do(t, "POST", "/console/api/tasks/"+t2+"/cancel", "X/ops", &e); code != 200 {
+		t.Fatalf("*/ops cancelling a T2 task: %d (%s), want 200", code, e.Error)
 	}
 }
 

@@ -90,7 +90,7 @@ func New(ctx context.Context, cfg Config) *Console {
 	c.mux.HandleFunc("GET "+Path+"api/tasks/{id}", c.guard(c.detail))
 	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
 	c.mux.HandleFunc("GET "+Path+"api/events", c.guard(c.events))
-	unknown := c.guard(func(w http.ResponseWriter, r *http.Request, _ string) {
+	unknown := c.guard(func(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, http.StatusNotFound, "no such console API: "+r.Method+" "+r.URL.Path)
 	})
 	c.mux.HandleFunc("GET "+Path+"api/", unknown)
@@ -110,8 +110,22 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.mux.ServeHTTP(w, r)
 }
 
+// caller is who an admitted API call comes from and which tasks it may see.
+type caller struct {
+	who string // in messages: "anonymous", or the admin's tenant/subject
+	// owner is the admin's owner key when it sees its own tenant's tasks
+	// only; "" when it sees every task.
+	owner string
+}
+
+// sees reports whether the caller may see (and cancel) t: a tenant's admin
+// sees the tasks whose owner is in its issuer and tenant.
+func (c caller) sees(t *taskstate.Task) bool {
+	return c.owner == "" || sameTenant(c.owner, t.Owner)
+}
+
 // guard admits an API call through the gate (Gate.admit).
-func (c *Console) guard(next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+func (c *Console) guard(next func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		who, ok := c.gate.admit(w, r)
 		if !ok {
@@ -162,7 +176,7 @@ type listAnswer struct {
 	Truncated bool                                `json:"truncated"` // MaxScan records read, more exist
 }
 
-func (c *Console) list(w http.ResponseWriter, r *http.Request, _ string) {
+func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 	q := r.URL.Query()
 	tool, status := q.Get("tool"), taskstate.Status(q.Get("status"))
 	if status != "" && !status.Valid() {
@@ -185,6 +199,9 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, _ string) {
 		if read++; read > c.cfg.MaxScan {
 			ans.Truncated = true
 			return false
+		}
+		if !who.sees(t) {
+			return true
 		}
 		if ans.Counts[t.Tool] == nil {
 			ans.Counts[t.Tool] = map[taskstate.Status]int{}
@@ -231,8 +248,11 @@ type detailAnswer struct {
 	Timings  timings         `json:"timings"`
 }
 
-func (c *Console) detail(w http.ResponseWriter, r *http.Request, _ string) {
+func (c *Console) detail(w http.ResponseWriter, r *http.Request, who caller) {
 	t, err := c.cfg.Store.Get(r.Context(), r.PathValue("id"))
+	if err == nil && !who.sees(t) {
+		err = taskstate.ErrNotFound // another tenant's task is no task at all
+	}
 	if errors.Is(err, taskstate.ErrNotFound) {
 		writeErr(w, http.StatusNotFound, "no task "+strconv.Quote(r.PathValue("id")))
 		return
@@ -268,8 +288,15 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, _ string) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
-func (c *Console) cancel(w http.ResponseWriter, r *http.Request, who string) {
-	t, err := c.cfg.Producer.Cancel(r.Context(), r.PathValue("id"), "cancelled from the console by "+who)
+func (c *Console) cancel(w http.ResponseWriter, r *http.Request, who caller) {
+	// The owner of a task never changes: one read tells whose it is.
+	t, err := c.cfg.Store.Get(r.Context(), r.PathValue("id"))
+	if err == nil && !who.sees(t) {
+		err = taskstate.ErrNotFound
+	}
+	if err == nil {
+		t, err = c.cfg.Producer.Cancel(r.Context(), r.PathValue("id"), "cancelled from the console by "+who.who)
+	}
 	switch {
 	case errors.Is(err, taskstate.ErrNotFound):
 		writeErr(w, http.StatusNotFound, "no task "+strconv.Quote(r.PathValue("id")))
@@ -285,7 +312,7 @@ func (c *Console) cancel(w http.ResponseWriter, r *http.Request, who string) {
 // events streams the change feed as server-sent events: "ready" once it is
 // live, then a "task" event (a row) per change, and "resync" when changes
 // were dropped and the list must be read again.
-func (c *Console) events(w http.ResponseWriter, r *http.Request, _ string) {
+func (c *Console) events(w http.ResponseWriter, r *http.Request, who caller) {
 	if c.feed == nil {
 		writeErr(w, http.StatusNotImplemented, "this store has no change feed")
 		return
@@ -319,6 +346,8 @@ func (c *Console) events(w http.ResponseWriter, r *http.Request, _ string) {
 			}
 			if t == nil {
 				fmt.Fprint(w, "event: resync\ndata: {}\n\n")
+			} else if !who.sees(t) {
+				continue
 			} else {
 				// The tracker's own subscription may have started after
 				// this stream's: what the stream shows, it knows.

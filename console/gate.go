@@ -20,6 +20,10 @@ type Gate struct {
 	// nil admits everyone (an api running without authentication).
 	Authenticate func(r *http.Request) (Identity, error)
 	Admins       []Admin
+	// EveryTenant admits only the admins who see every tenant's tasks
+	// (named "*/subject", or any admin without a tenant claim): a page that
+	// shows all tasks at once (asynqmon) cannot be scoped to one tenant.
+	EveryTenant bool
 	// AllowedHosts are Host names accepted besides loopback ones.
 	AllowedHosts []string
 }
@@ -39,28 +43,38 @@ func (g *Gate) Wrap(h http.Handler) http.Handler {
 }
 
 // admit checks r's origin and caller, answering the refusal itself; it
-// returns who the caller is ("anonymous" without authentication).
-func (g *Gate) admit(w http.ResponseWriter, r *http.Request) (who string, ok bool) {
+// returns who the caller is ("anonymous" without authentication) and, for a
+// tenant's admin, the tenant it is scoped to.
+func (g *Gate) admit(w http.ResponseWriter, r *http.Request) (who caller, ok bool) {
 	if o := r.Header.Get("Origin"); r.Method != http.MethodGet && r.Method != http.MethodHead && o != "" {
 		if u, err := url.Parse(o); err != nil || u.Host != r.Host {
 			writeErr(w, http.StatusForbidden, "cross-origin request from "+strconv.Quote(o)+" refused")
-			return "", false
+			return caller{}, false
 		}
 	}
 	if g.Authenticate == nil {
-		return "anonymous", true
+		return caller{who: "anonymous"}, true
 	}
 	id, err := g.Authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpqueue console"`)
 		writeErr(w, http.StatusUnauthorized, "a console admin's bearer token is required: "+err.Error())
-		return "", false
+		return caller{}, false
 	}
-	if !slices.ContainsFunc(g.Admins, func(a Admin) bool { return a.Admits(id) }) {
+	ok, everyTenant := Admit(g.Admins, id)
+	if !ok {
 		writeErr(w, http.StatusForbidden, strconv.Quote(id.String())+" is not a console admin (--console-admins)")
-		return "", false
+		return caller{}, false
 	}
-	return id.String(), true
+	who = caller{who: id.String()}
+	if !everyTenant {
+		if g.EveryTenant {
+			writeErr(w, http.StatusForbidden, strconv.Quote(id.String())+" is an admin of its own tenant only; this page shows every tenant's tasks (name a global operator \"*/subject\" in --console-admins)")
+			return caller{}, false
+		}
+		who.owner = id.Owner
+	}
+	return who, true
 }
 
 func (g *Gate) hostAllowed(hostport string) bool {

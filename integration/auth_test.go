@@ -389,3 +389,94 @@ func TestAuthRequestStateBound(t *testing.T) {
 		}
 	})
 }
+
+// TestAuthOperatorScopes: a console admin named T1/admin sees and cancels
+// T1's tasks only; */ops is a global operator and sees every tenant's. On the
+// public port /metrics answers only a global operator's token (403 for a
+// tenant's user or admin, 401 without a token).
+func TestAuthOperatorScopes(t *testing.T) {
+	t.Parallel()
+	s := newAuthSystem(t, "nats", jwtauth.RS256, "--auth-tenant-claim", "tenant", "--console-admins", "T1/admin,*/ops")
+	base := strings.TrimSuffix(s.mcpURL, "/mcp")
+	mint := func(sub, tenant string) string {
+		c := s.iss.Claims(sub, s.mcpURL)
+		c["tenant"] = tenant
+		return s.iss.Mint(t, c)
+	}
+	s.worker(t, "worker")
+	start := func(tenant string) string {
+		c := authClient(s.mcpURL, mint("user", tenant))
+		id := c.StartTask(t, "wait", map[string]any{"ms": 60000})
+		c.WaitStatus(t, id, 20*time.Second, "working")
+		return id
+	}
+	t1, t2 := start("T1"), start("T2")
+	get := func(method, path, token string) (int, string) {
+		req := must(http.NewRequestWithContext(t.Context(), method, base+path, nil))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, body := do(t, req)
+		return resp.StatusCode, string(body)
+	}
+	admin, ops := mint("admin", "T1"), mint("ops", "T9")
+	code, body := get("GET", "/console/api/tasks", admin)
+	if code != 200 || !strings.Contains(body, t1) || strings.Contains(body, t2) {
+		t.Fatalf("T1/admin lists: %d %.300s; want T1's task %s and not T2's %s", code, body, t1, t2)
+	}
+	if code, body := get("GET", "/console/api/tasks/"+t2, admin); code != 404 {
+		t.Errorf("T1/admin reads T2's task: %d %.200s, want 404", code, body)
+	}
+	if code, body := get("POST", "/console/api/tasks/"+t2+"/cancel", admin); code != 404 {
+		t.Errorf("T1/admin cancels T2's task: %d %.200s, want 404", code, body)
+	}
+	if code, body := get("GET", "/console/api/tasks", ops); code != 200 || !strings.Contains(body, t1) || !strings.Contains(body, t2) {
+		t.Fatalf("*/ops lists: %d %.300s; want both tenants' tasks", code, body)
+	}
+	if code, body := get("POST", "/console/api/tasks/"+t2+"/cancel", ops); code != 200 {
+		t.Fatalf("*/ops cancels T2's task: %d %.200s, want 200", code, body)
+	}
+	for _, c := range []struct {
+		who, token string
+		want       int
+	}{{"no token", "", 401}, {"a T1 user", mint("user", "T1"), 403}, {"T1/admin", admin, 403}, {"*/ops", ops, 200}} {
+		if code, body := get("GET", "/metrics", c.token); code != c.want || c.want == 200 && !strings.Contains(body, "mcpq_") {
+			t.Errorf("/metrics as %s: %d %.200s, want %d", c.who, code, body, c.want)
+		}
+	}
+}
+
+// TestAuthSessionCap: with --max-sessions-per-principal 2 a principal's third
+// 2025-11-25 session is refused with -32029 naming the cap, on both
+// backends (the count is in the store); another principal opens its own.
+func TestAuthSessionCap(t *testing.T) {
+	t.Parallel()
+	eachBroker(t, func(t *testing.T, broker string) {
+		s := newAuthSystem(t, broker, jwtauth.ES256, "--max-sessions-per-principal", "2")
+		initialize := func(sub string) (int, string, *harness.RPCError) {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+				"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "cap", "version": "1"},
+			}})
+			req := must(http.NewRequestWithContext(t.Context(), http.MethodPost, s.mcpURL, bytes.NewReader(body)))
+			req.Header.Set("Authorization", "Bearer "+s.token(t, sub))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			resp, raw := do(t, req)
+			var env struct{ Error *harness.RPCError }
+			_ = json.Unmarshal(raw, &env)
+			return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), env.Error
+		}
+		for i := range 2 {
+			if code, id, rerr := initialize("alice"); code != 200 || id == "" || rerr != nil {
+				t.Fatalf("alice's session %d of 2: %d %q %v", i+1, code, id, rerr)
+			}
+		}
+		code, id, rerr := initialize("alice")
+		if id != "" || rerr == nil || rerr.Code != -32029 || !strings.Contains(rerr.Message, "too many sessions: a principal keeps at most 2") {
+			t.Fatalf("alice's third session: %d %q %v, want -32029 too many sessions and no session", code, id, rerr)
+		}
+		if code, id, rerr := initialize("bob"); code != 200 || id == "" || rerr != nil {
+			t.Fatalf("bob's session while alice is at the cap: %d %q %v", code, id, rerr)
+		}
+	})
+}

@@ -23,9 +23,9 @@ import (
 func TestAPIAddressInUse(t *testing.T) {
 	t.Parallel()
 	b := harness.Build(t)
-	mcpURL, natsURL, _ := harness.AllInOne(t, b)
+	mcpURL, be, _ := harness.AllInOne(t, b)
 	httpAddr := strings.TrimSuffix(strings.TrimPrefix(mcpURL, "http://"), "/mcp")
-	natsAddr := strings.TrimPrefix(natsURL, "nats://")
+	natsAddr := strings.TrimPrefix(be.NATSURL, "nats://")
 	free := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	for _, c := range []struct {
 		name, listen, natsListen, want string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
+	"github.com/mcpqueue/mcpqueue/integration/harness"
 )
 
 // TestSlowClientsAreCut: 100 connections with a valid token that declare a
@@ -154,4 +155,62 @@ func TestSlowClientsAreCut(t *testing.T) {
 	if p90 > limit {
 		t.Fatalf("another client's tools/list p90 %s while 200 slow connections were open, want under %s", p90, limit)
 	}
+}
+
+// TestRefusedClientsCannotLockOut: 60 connections without a token that
+// declare a 1000-byte body and never send it, against --max-conns 60, are
+// all answered and closed by the server within 8 s (net/http would
+// otherwise wait for the body of a refused request with no deadline at all),
+// and a valid tools/list afterwards answers 200 instead of "too many
+// connections".
+func TestRefusedClientsCannotLockOut(t *testing.T) {
+	t.Parallel()
+	s := newAuthSystem(t, "nats", jwtauth.ES256, "--max-conns", "60", "--max-conns-per-client", "0", "--body-timeout", "5s")
+	s.worker(t, "worker")
+	addr := strings.TrimSuffix(strings.TrimPrefix(s.mcpURL, "http://"), "/mcp")
+
+	start := time.Now()
+	conns := make([]net.Conn, 60)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		head := fmt.Sprintf("POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n", addr)
+		if _, err := io.WriteString(c, head); err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open int
+	var last time.Duration
+	for _, c := range conns {
+		wg.Go(func() {
+			_ = c.SetReadDeadline(start.Add(8 * time.Second))
+			_, err := io.Copy(io.Discard, c) // the answer (401), then EOF or a reset
+			var ne net.Error
+			mu.Lock()
+			defer mu.Unlock()
+			if errors.As(err, &ne) && ne.Timeout() {
+				open++
+			} else {
+				last = max(last, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	if open > 0 {
+		t.Fatalf("%d of 60 token-less connections with an unsent body still open 8s after they began (--body-timeout 5s)", open)
+	}
+	t.Logf("60 token-less connections with an unsent body closed by the server within %s", last.Round(time.Millisecond))
+	// The server closes its side a moment after the client sees EOF, so the
+	// places come back within a second.
+	client := s.client(t, "someone")
+	harness.Eventually(t, 2*time.Second, func() (bool, string) {
+		err := client.Call(t.Context(), "tools/list", map[string]any{}, nil)
+		return err == nil, fmt.Sprintf("tools/list after the refused connections: %v", err)
+	})
 }

@@ -24,6 +24,8 @@ const (
 	DefaultMaxBody      = DefaultMaxArgs + 1<<20
 	defaultMaxDepth     = 64
 	defaultMaxInputKeys = 64
+	// defaultMaxClientData is Config.MaxClientData's default.
+	defaultMaxClientData = 64 << 10
 )
 
 // checkSizes enforces MaxArgs and MaxInputKeys on the methods that carry

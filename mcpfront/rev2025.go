@@ -143,11 +143,21 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *request
 			version = v
 		}
 	}
+	// The session keeps these for its life: bounded, like a request body.
+	if n := len(p.Capabilities) + len(p.ClientInfo); n > s.cfg.MaxClientData {
+		writeError(w, req.ID, invalidParams(fmt.Sprintf("invalid params: clientInfo and capabilities take %d bytes; a session keeps at most %d", n, s.cfg.MaxClientData)).
+			withData(map[string]any{"maxClientData": s.cfg.MaxClientData}))
+		return
+	}
 	sess := &taskstate.Session{
 		ID: taskstate.NewID(), ProtocolVersion: version, ClientCapabilities: p.Capabilities,
 		ClientInfo: p.ClientInfo, CreatedAt: s.cfg.Now().UTC(), Owner: principalOf(r.Context()).Owner(),
 	}
-	if err := s.sessions.PutSession(r.Context(), sess); err != nil {
+	if err := s.sessions.CreateSession(r.Context(), sess, s.cfg.MaxSessions); errors.Is(err, taskstate.ErrSessionLimit) {
+		writeError(w, req.ID, errorf(vocab.CodeLimited, http.StatusOK, fmt.Sprintf("too many sessions: a principal keeps at most %d open; end one (HTTP DELETE with its %s) or wait for one to expire", s.cfg.MaxSessions, headerSession)).
+			withData(map[string]any{"maxSessions": s.cfg.MaxSessions}))
+		return
+	} else if err != nil {
 		s.internalError(w, req.ID, "creating the session", err)
 		return
 	}

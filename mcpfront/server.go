@@ -94,9 +94,20 @@ type Config struct {
 	// listen streams one principal (or remote address, unauthenticated) keeps
 	// open on one replica (default 16; more: -32029). ListenKeepalive is how
 	// often an idle listen stream carries an SSE comment (default 15s).
+	// A 2025-11-25 session's GET streams count against MaxListenStreams
+	// too (and at most 4 per session).
 	MaxListenTasks   int
 	MaxListenStreams int
 	ListenKeepalive  time.Duration
+	// MaxSessions caps the 2025-11-25 sessions one authenticated principal
+	// keeps (not yet expired or deleted), counted in the store, so across
+	// replicas. Default 0: no cap. An initialize past it gets JSON-RPC
+	// error -32029 "too many sessions". Sessions without auth are not capped.
+	MaxSessions int
+	// MaxClientData bounds what a session keeps of its initialize: the
+	// clientInfo and capabilities, in bytes as sent. Default 64 KiB. More:
+	// -32602, and no session.
+	MaxClientData int
 	// StateKey seals MRTR requestState tokens (any length: the cipher key
 	// is derived from it with HKDF-SHA256). Replicas behind one load
 	// balancer must share it; when empty a random per-process key is used.
@@ -169,6 +180,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	c.WriteTimeout = cmp.Or(max(c.WriteTimeout, 0), 30*time.Second)
 	c.MaxArgs = cmp.Or(max(c.MaxArgs, 0), DefaultMaxArgs)
 	c.MaxInputKeys = cmp.Or(max(c.MaxInputKeys, 0), defaultMaxInputKeys)
+	c.MaxClientData = cmp.Or(max(c.MaxClientData, 0), defaultMaxClientData)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -205,6 +217,17 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 // ServeHTTP implements http.Handler for the MCP endpoint.
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &deadlineWriter{ResponseWriter: rw, rc: http.NewResponseController(rw), d: s.cfg.WriteTimeout}
+	// A request refused before its body is read (bad Origin, no token, 405,
+	// 415, 413) is answered and its connection closed: net/http would
+	// otherwise read up to 256 KiB of the body first, with no deadline, and
+	// a client that declared one and never sends it would hold the
+	// connection open for good.
+	unread := r.ContentLength != 0
+	defer func() {
+		if unread {
+			_ = w.rc.SetReadDeadline(time.Now())
+		}
+	}()
 	if err := s.checkOrigin(r); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
 		return
@@ -245,6 +268,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	_ = w.rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, s.cfg.MaxBody))
 	_ = w.rc.SetReadDeadline(time.Time{})
+	unread = err != nil
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {

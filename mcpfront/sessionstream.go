@@ -19,7 +19,9 @@ import (
 // every replica hears every change and forwards it to its streams whose
 // session holds that URI, read from the store at the change, so a
 // subscription made through another replica counts at once. Delivery is
-// best effort, like the bus. The stream ends when the client closes it,
+// best effort, like the bus. A session keeps at most 4 streams open on a
+// replica, and every one counts against its principal's listen streams
+// (Config.MaxListenStreams). The stream ends when the client closes it,
 // when the session is gone (checked at each change and keep-alive), or on
 // shutdown (EndListens). Without a session header GET stays 405: the
 // 2026-07-28 wire has no GET stream.
@@ -43,6 +45,15 @@ func (s *Server) sessionStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.listens.release(key)
+	// Every stream counts against the principal's listen streams, whichever
+	// session it belongs to: more sessions do not open more streams.
+	pkey, limit := limitKey(r), s.maxListenStreams()
+	if !s.listens.acquire(pkey, limit) {
+		writeError(w, nil, errorf(vocab.CodeLimited, http.StatusTooManyRequests, fmt.Sprintf("too many open streams: at most %d per client on one server (subscriptions/listen and session streams together); close one first", limit)).
+			withData(map[string]any{"maxListenStreams": limit}))
+		return
+	}
+	defer s.listens.release(pkey)
 	closing := s.listens.closingCh()
 	ctx := r.Context()
 

@@ -143,12 +143,23 @@ func WatchRecord[T any](ctx context.Context, s Store, id string, current bool, d
 }
 
 // Sessions keeps 2025-11-25 protocol sessions, so any api replica can serve
-// any session. Sessions expire a fixed time after they were created.
+// any session. Sessions expire a fixed time after they were last written.
 type Sessions interface {
+	// CreateSession stores a new session unless its owner already has max
+	// sessions that have neither expired nor been deleted: then it stores
+	// nothing and returns ErrSessionLimit. The count holds across every
+	// client of the store (api replicas), concurrent creations included.
+	// max <= 0, or an empty Owner: no cap.
+	CreateSession(ctx context.Context, s *Session, max int) error
+	// PutSession writes a session again (its log level, its
+	// subscriptions), extending its life.
 	PutSession(ctx context.Context, s *Session) error
 	Session(ctx context.Context, id string) (*Session, error) // ErrNotFound
 	DeleteSession(ctx context.Context, id string) error       // nil if absent
 }
+
+// ErrSessionLimit is CreateSession's refusal: the owner has its max sessions.
+var ErrSessionLimit = errors.New("taskstate: too many sessions")
 
 // Session is what a 2025-11-25 initialize established.
 type Session struct {

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"io"
 	"net"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -103,4 +107,48 @@ func (c *countedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
+}
+
+// guardBodies bounds every request body on a listener, whatever handler
+// serves it: net/http reads a body only when the handler does, and after a
+// handler that left it unread (a refusal: no token, a bad Origin, 405, or a
+// POST to /healthz) it reads up to 256 KiB of it before it answers, with
+// no deadline of its own, so a client that declares a body and never sends
+// it would hold the connection open for good. Here a request with a body
+// gets a read deadline of timeout when its handler starts, lifted once the
+// handler has read the body to its end (a stream, or a long inline call,
+// goes on past it); a handler that returns with the body unread gets a
+// deadline in the past, so its answer is sent and the connection closed at
+// once, without reading what is left.
+func guardBodies(h http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		b := &watchedBody{ReadCloser: r.Body, rc: rc}
+		r.Body = b
+		h.ServeHTTP(w, r)
+		if !b.eof.Load() {
+			_ = rc.SetReadDeadline(time.Now())
+		}
+	})
+}
+
+// watchedBody notes when its body has been read to the end, and lifts the
+// connection's read deadline then.
+type watchedBody struct {
+	io.ReadCloser
+	rc  *http.ResponseController
+	eof atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) && !b.eof.Swap(true) {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }

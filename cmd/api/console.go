@@ -9,6 +9,7 @@ import (
 	"github.com/hibiken/asynqmon"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
@@ -25,7 +26,7 @@ type consoleFlags struct {
 func (f *consoleFlags) flags(fs *flag.FlagSet) {
 	e := backend.EnvOf(fs)
 	e.Bool(&f.on, "console", "MCPQ_CONSOLE", true, "serve the task console at /console/; with authentication on it answers only --console-admins")
-	e.String(&f.admins, "console-admins", "MCPQ_CONSOLE_ADMINS", "", "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim, or owner keys")
+	e.String(&f.admins, "console-admins", "MCPQ_CONSOLE_ADMINS", "", "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim (an admin of that tenant's tasks only), */subject (a global operator), or owner keys")
 }
 
 // mount adds the console to mux: open without authentication (loopback or
@@ -59,7 +60,7 @@ func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwt
 func identify(a *jwtauth.Authenticator) func(*http.Request) (console.Identity, error) {
 	return func(r *http.Request) (console.Identity, error) {
 		p, err := a.Authenticate(r)
-		return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}, err
+		return identityOf(p), err
 	}
 }
 
@@ -71,7 +72,7 @@ func (c *config) mountAsynqmon(mux *http.ServeMux, authn *jwtauth.Authenticator,
 	if c.Broker != "asynq" {
 		return nil, errors.New("--asynqmon needs --broker asynq")
 	}
-	gate := &console.Gate{AllowedHosts: hosts}
+	gate := &console.Gate{AllowedHosts: hosts, EveryTenant: true}
 	if authn != nil {
 		if len(admins) == 0 {
 			return nil, errors.New("--asynqmon with authentication on needs --console-admins: only they may use it (it shows every task's arguments and owner, and can pause queues)")
@@ -90,4 +91,9 @@ func (c *config) mountAsynqmon(mux *http.ServeMux, authn *jwtauth.Authenticator,
 	}
 	ev.Str("url", "http://"+c.listen+"/asynqmon/").Bool("read_only", c.asynqmonReadOnly).Bool("auth", authn != nil).Msg("asynqmon mounted")
 	return func() { _ = mon.Close() }, nil
+}
+
+// identityOf is the console's view of a principal.
+func identityOf(p auth.Principal) console.Identity {
+	return console.Identity{Subject: p.Subject, Tenant: p.Tenant, Owner: p.Owner()}
 }

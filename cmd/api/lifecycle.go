@@ -175,7 +175,7 @@ func (l *lifecycle) serve(ctx context.Context, srv *http.Server, ls *listeners, 
 	errc := make(chan error, 2)
 	if adminH != nil {
 		aln := ls.admin
-		asrv := &http.Server{Handler: adminH, ReadHeaderTimeout: 10 * time.Second}
+		asrv := &http.Server{Handler: guardBodies(adminH, conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: conns.idleTimeout}
 		defer func() { _ = asrv.Close() }() // liveness answers until the very end
 		go func() { errc <- asrv.Serve(aln) }()
 		log.Info().Str("url", "http://"+aln.Addr().String()).Msg("admin listening (/healthz, /readyz, /metrics)")

@@ -80,6 +80,7 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
+	maxSessions    int
 
 	reapInterval time.Duration
 	publishGrace time.Duration
@@ -123,6 +124,7 @@ func main() {
 	e.Float64(&c.rateLimit, "rate-limit", "MCPQ_RATE_LIMIT", 0, "requests per second each principal (or client address, without auth) may send; 0: no limit")
 	e.Int(&c.rateBurst, "rate-burst", "MCPQ_RATE_BURST", 0, "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up")
 	e.Int(&c.maxActiveTasks, "max-active-tasks", "MCPQ_MAX_ACTIVE_TASKS", -1, "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap")
+	e.Int(&c.maxSessions, "max-sessions-per-principal", "MCPQ_MAX_SESSIONS_PER_PRINCIPAL", 256, "2025-11-25 sessions one authenticated principal may keep open (not yet expired or deleted), across replicas; past it initialize is refused with -32029; 0: no cap")
 	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
 	e.EnvOnly(&c.stateKey, "MCPQ_STATE_KEY", true)
@@ -415,6 +417,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		RateLimit:      c.rateLimit,
 		RateBurst:      c.rateBurst,
 		MaxActiveTasks: activeCap(c.maxActiveTasks, authn != nil),
+		MaxSessions:    c.maxSessions,
 		BodyTimeout:    c.conns.bodyTimeout,
 		WriteTimeout:   c.conns.writeTimeout,
 		Auth:           fauth,
@@ -423,8 +426,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	})
 	var metricsGuard func(http.Handler) http.Handler
 	if authn != nil && c.worker.Admin == "" {
-		metricsGuard = bearerOnly(authn)
-		log.Warn().Msg("/metrics is on the public port and needs a bearer token there (authentication is on); serve it to your scraper with --admin instead")
+		metricsGuard = operatorsOnly(authn, admins)
+		log.Warn().Msg("/metrics is on the public port and answers only a global console admin's token there (authentication is on: --console-admins, */subject with a tenant claim); serve it to your scraper with --admin instead")
 	}
 	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
@@ -454,10 +457,11 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	}
 
 	// Headers within 10 s (a token-less request is refused right after
-	// them); the body within --body-timeout and each write within
-	// --write-timeout (mcpfront: per request, so streams live on); idle
-	// keep-alive connections for --idle-timeout.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
+	// them); the body within --body-timeout, whichever handler serves it,
+	// and a body left unread is not waited for (guardBodies, conns.go);
+	// each write within --write-timeout (mcpfront: per request, so streams
+	// live on); idle keep-alive connections for --idle-timeout.
+	srv := &http.Server{Handler: guardBodies(mux, c.conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
 	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
 	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
 	err = c.lifecycle.serve(ctx, srv, ls, admin, &c.conns, log)
@@ -533,14 +537,21 @@ func catalogRoutes(c taskstate.Catalog) func(context.Context) ([]string, error) 
 	}
 }
 
-// bearerOnly admits a request with a valid bearer token only (401 with the
-// authenticator's challenge otherwise).
-func bearerOnly(a *jwtauth.Authenticator) func(http.Handler) http.Handler {
+// operatorsOnly admits a request whose bearer token is a console admin's
+// who sees every tenant (console.Admit): 401 with the authenticator's
+// challenge without a valid token, 403 for anyone else. The metrics count
+// every tenant's tasks, so a tenant's admin does not get them.
+func operatorsOnly(a *jwtauth.Authenticator, admins []console.Admin) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := a.Authenticate(r); err != nil {
+			p, err := a.Authenticate(r)
+			if err != nil {
 				w.Header().Set("WWW-Authenticate", a.Challenge(r, err))
-				http.Error(w, "a bearer token is required for /metrics on the public port (serve it with --admin instead)", http.StatusUnauthorized)
+				http.Error(w, "a console admin's bearer token is required for /metrics on the public port (serve it with --admin instead)", http.StatusUnauthorized)
+				return
+			}
+			if ok, every := console.Admit(admins, identityOf(p)); !ok || !every {
+				http.Error(w, "/metrics on the public port answers only a console admin who sees every tenant (--console-admins); serve it with --admin instead", http.StatusForbidden)
 				return
 			}
 			next.ServeHTTP(w, r)

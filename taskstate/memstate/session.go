@@ -3,9 +3,37 @@ package memstate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
+
+// CreateSession implements taskstate.Sessions: the owner's live sessions
+// are counted under the store's lock.
+func (s *Store) CreateSession(ctx context.Context, sess *taskstate.Session, max int) error {
+	b, err := taskstate.EncodeSession(sess)
+	if err != nil {
+		return fmt.Errorf("memstate: create session: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if max > 0 && sess.Owner != "" {
+		n := 0
+		for id := range s.sessions {
+			if data, ok := s.sessions.get(id, now); ok {
+				if other, err := taskstate.DecodeSession(data); err == nil && other.Owner == sess.Owner {
+					n++
+				}
+			}
+		}
+		if n >= max {
+			return fmt.Errorf("%w: owner has %d", taskstate.ErrSessionLimit, n)
+		}
+	}
+	s.sessions.put(sess.ID, b, s.cfg.SessionTTL, now)
+	return nil
+}
 
 // PutSession implements taskstate.Sessions: the session expires
 // Config.SessionTTL after this write.

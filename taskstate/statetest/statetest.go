@@ -130,7 +130,9 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
 			stateTest{"SessionUnknown", s.sessionUnknown},
 			stateTest{"SessionDelete", s.sessionDelete},
-			stateTest{"SessionExpiry", s.sessionExpiry})
+			stateTest{"SessionExpiry", s.sessionExpiry},
+			stateTest{"SessionLimit", s.sessionLimit},
+			stateTest{"SessionLimitConcurrent", s.sessionLimitConcurrent})
 	}
 	if f.Blobs {
 		tests = append(tests,
@@ -1164,6 +1166,95 @@ func (s *suite) sessionDelete(t *testing.T, e *env) {
 		if err := ss.DeleteSession(e.ctx, id); err != nil {
 			t.Errorf("DeleteSession(%q) of an absent session = %v, want nil", id, err)
 		}
+	}
+}
+
+// CreateSession counts an owner's sessions: past the cap nothing is
+// stored; another owner, an owner-less session and a cap of 0 are not held
+// back; a deleted session gives its place back; PutSession (an update) is
+// not capped.
+func (s *suite) sessionLimit(t *testing.T, e *env) {
+	ss := e.sessions(t)
+	owned := func(owner string) *taskstate.Session {
+		sess := newSession()
+		sess.Owner = owner
+		return sess
+	}
+	var alice []*taskstate.Session
+	for i := range 3 {
+		sess := owned("iss|alice")
+		if err := ss.CreateSession(e.ctx, sess, 3); err != nil {
+			t.Fatalf("CreateSession %d of 3: %v", i+1, err)
+		}
+		alice = append(alice, sess)
+	}
+	over := owned("iss|alice")
+	if err := ss.CreateSession(e.ctx, over, 3); !errors.Is(err, taskstate.ErrSessionLimit) {
+		t.Fatalf("CreateSession past the cap = %v, want ErrSessionLimit", err)
+	}
+	if _, err := ss.Session(e.ctx, over.ID); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("the refused session was stored: %v", err)
+	}
+	if err := ss.PutSession(e.ctx, alice[0]); err != nil {
+		t.Fatalf("PutSession of a counted session: %v", err)
+	}
+	if err := ss.CreateSession(e.ctx, over, 3); !errors.Is(err, taskstate.ErrSessionLimit) {
+		t.Fatalf("CreateSession past the cap after an update = %v, want ErrSessionLimit", err)
+	}
+	for _, c := range []struct {
+		what  string
+		sess  *taskstate.Session
+		limit int
+	}{{"another owner", owned("iss|bob"), 3}, {"no owner", owned(""), 1}, {"no cap", owned("iss|alice"), 0}} {
+		if err := ss.CreateSession(e.ctx, c.sess, c.limit); err != nil {
+			t.Fatalf("CreateSession, %s: %v", c.what, err)
+		}
+		if _, err := ss.Session(e.ctx, c.sess.ID); err != nil {
+			t.Fatalf("Session after CreateSession, %s: %v", c.what, err)
+		}
+	}
+	if err := ss.DeleteSession(e.ctx, alice[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.DeleteSession(e.ctx, alice[2].ID); err != nil {
+		t.Fatal(err)
+	}
+	// Four live now (three capped ones less two, and the uncapped one).
+	if err := ss.CreateSession(e.ctx, owned("iss|alice"), 3); err != nil {
+		t.Fatalf("CreateSession after two were deleted (4 of alice's before, 2 now): %v", err)
+	}
+	if err := ss.CreateSession(e.ctx, owned("iss|alice"), 3); !errors.Is(err, taskstate.ErrSessionLimit) {
+		t.Fatalf("CreateSession at the cap again = %v, want ErrSessionLimit", err)
+	}
+}
+
+// Concurrent creations for one owner (as on several api replicas) stop at
+// the cap together.
+func (s *suite) sessionLimitConcurrent(t *testing.T, e *env) {
+	ss := e.sessions(t)
+	const n, limit = 12, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			sess := newSession()
+			sess.Owner = "iss|carol"
+			errs <- ss.CreateSession(e.ctx, sess, limit)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	ok := 0
+	for err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, taskstate.ErrSessionLimit):
+			t.Fatalf("CreateSession: %v", err)
+		}
+	}
+	if ok != limit {
+		t.Fatalf("%d concurrent CreateSession calls with a cap of %d: %d stored, want %d", n, limit, ok, limit)
 	}
 }
 

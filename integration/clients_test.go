@@ -347,3 +347,23 @@ func TestAllInOneWithOfficialClient(t *testing.T) {
 		t.Fatalf("tasks/get from Go: %+v", tk)
 	}
 }
+
+// Official clients that check the server's capabilities before each call
+// (enforceStrictCapabilities) read a task artifact through the
+// resource_link the export tool returned: the SDK 1.x client on 2025-11-25
+// (the capabilities of initialize), the 2.x client on 2026-07-28 (those of
+// server/discover). Both refuse resources/read unless resources is declared.
+func TestOfficialClientsReadArtifact(t *testing.T) {
+	t.Parallel()
+	mcpURL, _ := officialSystem(t, "nats", demoWorker)
+	for _, wire := range []string{wire2025, wire2026} {
+		var s struct {
+			URI   string `json:"uri"`
+			Bytes int    `json:"bytes"`
+		}
+		runNodeClient(t, "read-artifact.mjs", mcpURL, wire, []string{"5000"}, &s)
+		if s.Bytes != 5000 || !strings.HasPrefix(s.URI, "mcpq://tasks/") {
+			t.Fatalf("%s: summary %+v", wire, s)
+		}
+	}
+}

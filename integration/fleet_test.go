@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -195,6 +196,63 @@ func TestFleetExternalWorker(t *testing.T) {
 			t.Fatalf("inline word_count: %s, %v", res["structuredContent"], err)
 		}
 	})
+}
+
+// moduleSteps are the README's steps ("Writing a worker") for using this
+// module from another while no version is published: in the new module's
+// directory, with the clone at ../mcpqueue. The README shows each line.
+var moduleSteps = []string{
+	"go mod init example.com/my-worker",
+	"go mod edit -require=github.com/mcpqueue/mcpqueue@v0.0.0 -replace=github.com/mcpqueue/mcpqueue=../mcpqueue",
+	"go build -mod=mod .",
+}
+
+// TestExternalModuleSteps: the example worker's main.go, copied into a
+// module of its own outside the repository next to a "clone" (this
+// checkout), builds with exactly the README's steps, offline: every module
+// comes from the module cache (GOPROXY=off; sums from the cache too).
+func TestExternalModuleSteps(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range moduleSteps {
+		if !strings.Contains(string(readme), "\n"+step+"\n") {
+			t.Errorf("README.md does not show the step %q on a line of its own", step)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Symlink(harness.RepoRoot(), filepath.Join(dir, "mcpqueue")); err != nil {
+		t.Fatal(err)
+	}
+	mod := filepath.Join(dir, "my-worker")
+	src, err := os.ReadFile(filepath.Join(harness.RepoRoot(), "examples", "external-worker", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(mod, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "main.go"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range moduleSteps {
+		args := strings.Fields(step)
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.Dir = mod
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", step, err, out)
+		}
+	}
+	gomod, err := os.ReadFile(filepath.Join(mod, "go.mod"))
+	if err != nil || !strings.Contains(string(gomod), "github.com/mcpqueue/mcpqueue => ../mcpqueue") {
+		t.Fatalf("go.mod after the steps (%v):\n%s", err, gomod)
+	}
+	if fi, err := os.Stat(filepath.Join(mod, "my-worker")); err != nil || fi.Size() == 0 {
+		t.Fatalf("go build wrote no my-worker binary: %v", err)
+	}
 }
 
 // TestFleetToolLeases: two pools whose tools have different leases, 2 s

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,40 @@ func confirm(t *testing.T, c *harness.Client, id string, keys []string) {
 	if err := c.Call(context.Background(), "tasks/update", map[string]any{"taskId": id, "inputResponses": answers}, nil); err != nil {
 		t.Fatalf("tasks/update %s: %v", id, err)
 	}
+}
+
+// TestAnswerToNoPendingRequest: tasks/update with the handler's key (the
+// wire key without its "-<n>") is -32602 naming it and the pending key and
+// leaves the task waiting; once the task is done, an answer to a key never
+// asked is -32602 saying nothing is pending.
+func TestAnswerToNoPendingRequest(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		s.conformanceWorker(t, "fixtures")
+		c := harness.NewClient(s.mcpURL, true)
+		id := c.StartTask(t, "confirm_delete", map[string]any{"filename": "a.txt"})
+		keys := awaitInput(t, c, id)
+		i := strings.LastIndex(keys[0], "-")
+		if len(keys) != 1 || i <= 0 {
+			t.Fatalf("confirm_delete asks %v: want one key <stem>-<n>", keys)
+		}
+		update := func(key string) error {
+			answer := map[string]any{key: map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}}
+			return c.Call(context.Background(), "tasks/update", map[string]any{"taskId": id, "inputResponses": answer}, nil)
+		}
+		var rpc *harness.RPCError
+		if err := update(keys[0][:i]); !errors.As(err, &rpc) || rpc.Code != -32602 || !strings.Contains(rpc.Message, strconv.Quote(keys[0])) {
+			t.Fatalf("tasks/update with the handler's key %q: %v; want -32602 naming the pending %q", keys[0][:i], err, keys[0])
+		}
+		if again := awaitInput(t, c, id); len(again) != 1 || again[0] != keys[0] {
+			t.Fatalf("the task's requests after the refused answer: %v", again)
+		}
+		confirm(t, c, id, keys)
+		c.WaitStatus(t, id, 20*time.Second, "completed")
+		if err := update("never-asked-1"); !errors.As(err, &rpc) || rpc.Code != -32602 || !strings.Contains(rpc.Message, "no pending input request") {
+			t.Fatalf("tasks/update on the completed task: %v; want -32602, no pending input request", err)
+		}
+	})
 }
 
 // TestParkFreesSlots: a worker with 4 slots and eight unanswered

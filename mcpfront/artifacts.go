@@ -64,7 +64,10 @@ func (s *Server) readArtifact(ctx context.Context, w http.ResponseWriter, id jso
 	head := append([]byte(`{"jsonrpc":"2.0","id":`), id...)
 	head = append(head, `,"result":{`...)
 	if !legacy {
-		head = append(head, `"resultType":"complete",`...)
+		// A 2026-07-28 resources/read result carries its caching hint: an
+		// artifact is its owner's alone, and not cached (it goes with its
+		// task).
+		head = append(head, `"resultType":"complete","ttlMs":0,"cacheScope":"private",`...)
 	}
 	head = append(head, `"contents":[{"uri":`...)
 	head = appendString(head, uri)

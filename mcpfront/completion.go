@@ -97,7 +97,7 @@ func (s *Server) completeRequest(ctx context.Context, raw json.RawMessage, owner
 
 // hasCompletions reports whether some worker registers a completion handler.
 func (s *Server) hasCompletions(ctx context.Context) bool {
-	_, ok := s.catalogCapabilities(ctx, false)["completions"]
+	_, ok := s.catalogCapabilities(ctx)["completions"]
 	return ok
 }
 

@@ -198,10 +198,11 @@ func (s *Server) legacySubscribe(ctx context.Context, w http.ResponseWriter, _ *
 }
 
 // catalogCapabilities are the capabilities the catalog's entries imply:
-// resources when a worker registers a resource or template (subscribe on
-// the 2025-11-25 wire only: 2026-07-28 has no resources/subscribe), and
-// completions when one registers a completion handler.
-func (s *Server) catalogCapabilities(ctx context.Context, legacy bool) map[string]any {
+// completions when a worker registers a completion handler. Resources are
+// always served, whatever the catalog holds (resources/read answers for
+// task artifacts, the lists may be empty): initialize and server/discover
+// declare them themselves.
+func (s *Server) catalogCapabilities(ctx context.Context) map[string]any {
 	out := map[string]any{}
 	all, err := s.catalog.Tools(ctx)
 	if err != nil {
@@ -209,14 +210,7 @@ func (s *Server) catalogCapabilities(ctx context.Context, legacy bool) map[strin
 		return out
 	}
 	for _, t := range all {
-		switch t.Kind {
-		case taskstate.KindResource, taskstate.KindTemplate:
-			if legacy {
-				out["resources"] = map[string]any{"subscribe": true}
-			} else {
-				out["resources"] = map[string]any{}
-			}
-		case taskstate.KindCompletion:
+		if t.Kind == taskstate.KindCompletion {
 			out["completions"] = map[string]any{}
 		}
 	}

@@ -163,8 +163,12 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *request
 	}
 	s.count(string(taskstate.Era20251125), "initialize")
 	s.log.Info().Str("era", string(taskstate.Era20251125)).Str("version", version).RawJSON("client", orNull(p.ClientInfo)).Str("session", sess.ID).Msg("session initialized")
-	caps := s.catalogCapabilities(r.Context(), true)
+	// Every method this wire serves is declared (a strict client checks
+	// before it calls): resources always, for task artifacts if nothing
+	// else, with resources/subscribe; logging for logging/setLevel.
+	caps := s.catalogCapabilities(r.Context())
 	caps["tools"], caps["prompts"], caps["logging"] = map[string]any{}, map[string]any{}, map[string]any{}
+	caps["resources"] = map[string]any{"subscribe": true}
 	if version == version20251125 {
 		caps["tasks"] = map[string]any{"list": map[string]any{}, "cancel": map[string]any{}, "requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
 	}
@@ -414,7 +418,7 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 		// The client refused: the handler's Ask returns this error.
 		answer, validate = json.RawMessage(`{"error":`+string(c.req.Error)+`}`), false
 	}
-	if rerr := s.answerInputs(r.Context(), t, map[string]json.RawMessage{key: answer}, validate); rerr != nil {
+	if rerr := s.answerInputs(r.Context(), t, map[string]json.RawMessage{key: answer}, validate, true); rerr != nil {
 		if rerr.status < http.StatusBadRequest {
 			rerr.status = http.StatusBadRequest
 		}

@@ -57,7 +57,7 @@ type clientCaps struct {
 // rev2026Methods are the 2026-07-28 methods.
 var rev2026Methods = methods[*call]{
 	"server/discover": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-		writeResult(w, c.req.ID, s.discover(s.catalogCapabilities(ctx, false)))
+		writeResult(w, c.req.ID, s.discover(s.catalogCapabilities(ctx)))
 	},
 	"tools/list":   (*Server).toolsList,
 	"tools/call":   (*Server).toolsCall,
@@ -160,11 +160,15 @@ func (s *Server) resultMeta() map[string]any {
 }
 
 // discover is server/discover's answer; extra are capabilities the catalog
-// implies (resources, completions).
+// implies (completions). Every method served is declared: resources always
+// (task artifacts; this wire has no resources/subscribe), logging for the
+// log messages a request asking for them (_meta logLevel) gets.
 func (s *Server) discover(extra map[string]any) map[string]any {
 	caps := map[string]any{
 		"tools":      map[string]any{},
 		"prompts":    map[string]any{},
+		"resources":  map[string]any{},
+		"logging":    map[string]any{},
 		"extensions": map[string]any{tasksExtension: map[string]any{}},
 	}
 	for k, v := range extra {

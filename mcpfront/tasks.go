@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -249,7 +253,7 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, _ *http
 		writeError(w, c.req.ID, invalidParams("invalid params: inputResponses must be an object mapping request keys to results"))
 		return
 	}
-	if rerr := s.answerInputs(ctx, t, p.InputResponses, true); rerr != nil {
+	if rerr := s.answerInputs(ctx, t, p.InputResponses, true, false); rerr != nil {
 		writeError(w, c.req.ID, rerr)
 		return
 	}
@@ -258,10 +262,12 @@ func (s *Server) tasksUpdate(ctx context.Context, w http.ResponseWriter, _ *http
 
 // answerInputs stores answers to a task's outstanding input requests (from
 // tasks/update, or a 2025-11-25 client's response): every answer is checked
-// before anything changes; keys not outstanding are ignored. The worker
-// waiting on the task sees them through the record's change feed, on
-// whichever replica this runs.
-func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses map[string]json.RawMessage, validate bool) *rpcError {
+// before anything changes, and so are the keys (strayAnswers, on the record
+// as it is when the answers are filed): an answer that answers nothing is an
+// error and files nothing. strict is for a 2025-11-25 response, whose key is
+// the server's own. The worker waiting on the task sees the answers through
+// the record's change feed, on whichever replica this runs.
+func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses map[string]json.RawMessage, validate, strict bool) *rpcError {
 	for k, v := range responses {
 		if !validate {
 			break
@@ -279,7 +285,11 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 		}
 	}
 	resume := false
+	var stray *rpcError
 	t, err := taskstate.Mutate(ctx, s.store, t.ID, s.cfg.Now, func(t *taskstate.Task) error {
+		if stray = strayAnswers(t, responses, strict); stray != nil {
+			return taskstate.ErrSkip
+		}
 		// A parked task (it waited with no run) resumes by this write (one
 		// writer wins), under a fresh dedupe key.
 		var n int
@@ -292,6 +302,9 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 		}
 		return nil
 	})
+	if stray != nil {
+		return stray
+	}
 	if err != nil && !errors.Is(err, taskstate.ErrSkip) && !errors.Is(err, taskstate.ErrInvalidChange) {
 		s.log.Error().Err(err).Str("task", t.ID).Msg("storing input responses")
 		return errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: storing input responses")
@@ -302,4 +315,69 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 		_ = s.prod.Resume(ctx, t)
 	}
 	return nil
+}
+
+// strayAnswers is the error for answers to no pending input request: a key
+// that is neither open on t nor answered already (a resent answer is taken
+// and changes nothing). A task that ended has no open request. It is -32602
+// naming the stray keys, with data {"unknownKeys", "pendingKeys"}:
+//   - when t has no open request at all;
+//   - when a stray key is an open request's key as its handler wrote it: on
+//     a task the wire key is the handler's key plus "-<n>" (consumer.Ask),
+//     so "confirm" for "confirm-1" is the likely mistake;
+//   - for any stray key when strict (a 2025-11-25 response: the key came
+//     from the server's own request id).
+//
+// Any other stray key beside open requests is ignored, as the tasks
+// extension says a server SHOULD (the conformance suite sends one and wants
+// the ack).
+func strayAnswers(t *taskstate.Task, responses map[string]json.RawMessage, strict bool) *rpcError {
+	open := t.InputRequests
+	if t.Status.Terminal() {
+		open = nil
+	}
+	var stray []string
+	handlerKey := false
+	for k := range responses {
+		if _, ok := open[k]; ok {
+			continue
+		}
+		if _, done := t.InputResponses[k]; done {
+			continue
+		}
+		stray = append(stray, k)
+		handlerKey = handlerKey || isHandlerKey(k, open)
+	}
+	if len(stray) == 0 || len(open) > 0 && !strict && !handlerKey {
+		return nil
+	}
+	slices.Sort(stray)
+	pending := append([]string{}, slices.Sorted(maps.Keys(open))...) // [] rather than null
+	data := map[string]any{"unknownKeys": stray, "pendingKeys": pending}
+	if len(pending) == 0 {
+		return invalidParams(fmt.Sprintf("invalid params: task %s has no pending input request (it is %s): nothing to answer with %s",
+			t.ID, t.Status, quoteKeys(stray))).withData(data)
+	}
+	return invalidParams(fmt.Sprintf("invalid params: no pending input request has the key %s; the pending keys are %s (as tasks/get lists them under inputRequests)",
+		quoteKeys(stray), quoteKeys(pending))).withData(data)
+}
+
+// isHandlerKey reports whether k is an open request's key without the
+// "-<n>" a task's request key adds to the handler's.
+func isHandlerKey(k string, open map[string]json.RawMessage) bool {
+	for wire := range open {
+		if n, ok := strings.CutPrefix(wire, k+"-"); ok && n != "" && strings.Trim(n, "0123456789") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// quoteKeys is keys quoted (each clipped) and comma-separated.
+func quoteKeys(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(clip(k))
+	}
+	return strings.Join(q, ", ")
 }

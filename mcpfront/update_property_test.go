@@ -25,11 +25,14 @@ import (
 // and unknown keys with valid and invalid results, and the task may end in
 // between. The model (tasks/update in the Tasks extension,
 // https://modelcontextprotocol.github.io/ext-tasks/specification/2026-07-28/tasks.html):
-// keys not outstanding are ignored (an answered key keeps its first answer);
-// an invalid result for an outstanding key is a -32602 error naming it and
-// changes nothing; a subset leaves the task input_required with the rest
-// outstanding; the last answer returns it to working; an ended task does not
-// change.
+// an answered key sent again is ignored (it keeps its first answer); an
+// invalid result for an outstanding key is a -32602 error naming it and
+// changes nothing; a key neither outstanding nor answered is ignored beside
+// outstanding ones, as the extension says, unless it is an outstanding
+// key's handler key ("a" for "a-1"), and is a -32602 error naming the
+// unknown and pending keys when nothing is outstanding (or the task ended),
+// changing nothing; a subset leaves the task input_required with the rest
+// outstanding; the last answer returns it to working.
 func TestTasksUpdateKeys(t *testing.T) {
 	t.Parallel()
 	// Memory buckets: the storage type plays no part in key handling. Every
@@ -66,7 +69,7 @@ func (m inputModel) String() string {
 }
 
 var (
-	inputKeys    = []string{"a", "b", "c", "d"} // few, so keys are asked, answered and re-sent
+	inputKeys    = []string{"a", "b", "c", "a-1"} // few, so keys are asked, answered and re-sent; "a" is a-1's handler key
 	inputMethods = []string{"elicitation/create", "sampling/createMessage", "roots/list", "x/custom"}
 )
 
@@ -173,12 +176,44 @@ func (m *updateMachine) Update(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	rerr := m.srv.answerInputs(m.ctx, snapshot, responses, true)
+	rerr := m.srv.answerInputs(m.ctx, snapshot, responses, true, false)
 	if len(invalid) > 0 {
 		if rerr == nil || rerr.Code != vocab.CodeInvalidParams || !slices.ContainsFunc(invalid, func(k string) bool {
 			return strings.HasPrefix(rerr.Message, fmt.Sprintf("invalid params: inputResponses[%q]: ", k))
 		}) {
 			t.Fatalf("answers %s to %s: %v; want -32602 naming one of %v", responses, m.want, rerr, invalid)
+		}
+		return // Check: nothing changed
+	}
+	// Then the keys: one neither open (an ended task has none open) nor
+	// answered is stray; strays are an error when nothing is open or one
+	// is an open key as its handler wrote it ("a" for "a-1").
+	open := m.want.requests
+	if m.want.status.Terminal() {
+		open = nil
+	}
+	var stray []string
+	handlerKey := false
+	for k := range kinds {
+		_, isOpen := open[k]
+		_, done := m.want.answers[k]
+		if !isOpen && !done {
+			stray = append(stray, k)
+			_, aOpen := open["a-1"]
+			handlerKey = handlerKey || k == "a" && aOpen
+		}
+	}
+	if len(stray) > 0 && (len(open) == 0 || handlerKey) {
+		slices.Sort(stray)
+		var data map[string]any
+		if rerr != nil {
+			data, _ = rerr.Data.(map[string]any)
+		}
+		unknown, _ := data["unknownKeys"].([]string)
+		pending, _ := data["pendingKeys"].([]string)
+		if rerr == nil || rerr.Code != vocab.CodeInvalidParams || !strings.Contains(rerr.Message, "no pending input request") ||
+			!slices.Equal(unknown, stray) || !slices.Equal(pending, slices.Sorted(maps.Keys(open))) {
+			t.Fatalf("answers %s to %s: %+v; want -32602 naming %v", responses, m.want, rerr, stray)
 		}
 		return // Check: nothing changed
 	}

@@ -56,6 +56,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-// This example builds against the checkout it sits in; your module
-// requires a released version instead and needs no replace.
+// This example builds against the checkout it sits in, as your module
+// builds against your clone while no version is published (README.md,
+// "Writing a worker").
 replace github.com/mcpqueue/mcpqueue => ../..

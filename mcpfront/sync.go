@@ -97,7 +97,9 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		}
 	}
 	handedOver := req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask
-	if !handedOver && s.replySpliced(ctx, out, final, resultComplete, s.appendResultMeta(nil)) {
+	// The reply streams past the wait's deadline: a client that stops
+	// reading is cut off by WriteTimeout, one that leaves by its write failing.
+	if !handedOver && s.replySpliced(context.WithoutCancel(ctx), out, final, resultComplete, s.appendResultMeta(nil)) {
 		s.durations.observe(final) // a plain result: never an input request
 		return
 	}

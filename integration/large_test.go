@@ -4,11 +4,18 @@ package integration
 // a 10 MB artifact returned as a resource_link.
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -211,4 +218,131 @@ func TestArtifacts(t *testing.T) {
 			t.Fatal("the artifact of a purged task is still served")
 		}
 	})
+}
+
+// largeMiB is the result size TestLargeResultMemory reads: 63 MiB of text,
+// under the worker's default --max-result of 64 MiB.
+const largeMiB = 63
+
+// apiPeakBound is what the api may reach (VmHWM) while it serves twelve
+// 63 MiB replies at once. Read whole, each costed about 7× its size (one
+// took the api from 33 to 490 MiB); streamed from the store, the api holds
+// a chunk of each. An api built with -race (MCPQ_RACE_BINARIES=1) carries
+// the race detector's shadow memory on top.
+func apiPeakBound() int64 {
+	if os.Getenv("MCPQ_RACE_BINARIES") == "1" {
+		return 400 << 10 // KiB
+	}
+	return 200 << 10
+}
+
+// TestLargeResultMemory: six concurrent inline calls (a client without the
+// tasks extension) and six concurrent 2025-11-25 tasks/result reads of one
+// stored result, each of 63 MiB, all come back byte for byte while the
+// api's peak resident set stays under apiPeakBound: the replies stream the
+// result from the store instead of building it in memory.
+func TestLargeResultMemory(t *testing.T) {
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		s.worker(t, "worker", "--max-result", "70000000", "--concurrency", "8")
+		n := largeMiB << 20
+		sum := sha256.Sum256([]byte(pattern(n)))
+		want := hex.EncodeToString(sum[:])
+		// check finds the one text block by hand and hashes it: decoding
+		// twelve 63 MiB results under -race on a loaded machine takes minutes
+		// (each reply was parsed as JSON once already, into its result).
+		check := func(what string, raw json.RawMessage) error {
+			open := []byte(`"text":"`)
+			if n := bytes.Count(raw, []byte(`"type":"text"`)); n != 1 || bytes.Count(raw, open) != 1 {
+				return fmt.Errorf("%s: %d text blocks in %d bytes, want one", what, n, len(raw))
+			}
+			text := raw[bytes.Index(raw, open)+len(open):]
+			end := bytes.IndexByte(text, '"')
+			if end < 0 {
+				return fmt.Errorf("%s: the text does not end", what)
+			}
+			if got := sha256.Sum256(text[:end]); hex.EncodeToString(got[:]) != want {
+				return fmt.Errorf("%s: %d bytes of text, not the ones produced", what, end)
+			}
+			return nil
+		}
+
+		// One stored result, read six times at once through tasks/result.
+		sess := initializeLegacy(t, s.mcpURL, "large")
+		var created struct {
+			Task struct {
+				TaskID string `json:"taskId"`
+			} `json:"task"`
+		}
+		sess.call(s.mcpURL, "tools/call", map[string]any{"name": "blob", "arguments": map[string]any{"bytes": n}, "task": map[string]any{"ttl": 600000}}, &created)
+		id := created.Task.TaskID
+		harness.Eventually(t, 3*time.Minute, func() (bool, string) {
+			var tk legacyTaskView
+			sess.call(s.mcpURL, "tasks/get", map[string]any{"taskId": id}, &tk)
+			return tk.Status == "completed", "task " + id + " " + tk.Status
+		})
+		var wg sync.WaitGroup
+		errs := make(chan error, 12)
+		for i := range 6 {
+			wg.Go(func() {
+				r, err := legacyDo(s.mcpURL, sess.id, "tasks/result", map[string]any{"taskId": id}, fmt.Sprintf("result-%d", i))
+				switch {
+				case err != nil:
+					errs <- err
+				case r.Error != nil:
+					errs <- fmt.Errorf("tasks/result %d: %v", i, r.Error)
+				default:
+					errs <- check(fmt.Sprintf("tasks/result %d", i), r.Result)
+				}
+			})
+		}
+		wg.Wait()
+
+		// Six inline calls at once, each a 63 MiB result of its own.
+		inline := harness.NewClient(s.mcpURL, false)
+		for i := range 6 {
+			wg.Go(func() {
+				var res json.RawMessage
+				err := inline.Call(context.Background(), "tools/call", map[string]any{"name": "blob", "arguments": map[string]any{"bytes": n}}, &res)
+				if err != nil {
+					errs <- fmt.Errorf("inline call %d: %w", i, err)
+					return
+				}
+				errs <- check(fmt.Sprintf("inline call %d", i), res)
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Error(err)
+			}
+		}
+
+		hwm := vmKiB(t, s.api.Pid(), "VmHWM")
+		t.Logf("%s: api VmHWM %.1f MiB after 6 tasks/result and 6 inline reads of %d MiB (bound %d MiB)", s.be.Name, float64(hwm)/1024, largeMiB, apiPeakBound()>>10)
+		if hwm > apiPeakBound() {
+			t.Errorf("the api peaked at %.1f MiB serving %d MiB results, over the bound of %d MiB", float64(hwm)/1024, largeMiB, apiPeakBound()>>10)
+		}
+	})
+}
+
+// vmKiB reads a "VmHWM:"-style field of /proc/<pid>/status, in KiB.
+func vmKiB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the api's memory: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("%s in /proc/%d/status: %q", field, pid, l)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
 }

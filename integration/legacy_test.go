@@ -142,6 +142,15 @@ type legacyReply struct {
 // set, a notification without id) with the 2025-11-25 headers.
 func legacyPost(t *testing.T, url, session, method string, params any, id any) *legacyReply {
 	t.Helper()
+	r, err := legacyDo(url, session, method, params, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// legacyDo is legacyPost for any goroutine: it returns what goes wrong.
+func legacyDo(url, session, method string, params any, id any) (*legacyReply, error) {
 	msg := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		msg["params"] = params
@@ -159,19 +168,19 @@ func legacyPost(t *testing.T, url, session, method string, params any, id any) *
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 	}
-	client := &http.Client{Timeout: 30 * time.Second}
+	client := &http.Client{Timeout: 3 * time.Minute} // a 63 MiB reply on a loaded machine (TestLargeResultMemory)
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", method, err)
+		return nil, fmt.Errorf("POST %s: %w", method, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the body: %v", method, err)
+		return nil, fmt.Errorf("POST %s: reading the body: %w", method, err)
 	}
 	r := &legacyReply{Status: resp.StatusCode, Header: resp.Header, Body: raw}
 	if id == nil || len(raw) == 0 {
-		return r
+		return r, nil
 	}
 	var msgs [][]byte
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -199,7 +208,7 @@ func legacyPost(t *testing.T, url, session, method string, params any, id any) *
 			r.Error.Status = resp.StatusCode
 		}
 	}
-	return r
+	return r, nil
 }
 
 // legacySession is a 2025-11-25 session, used on whichever replica a call names.

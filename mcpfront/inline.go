@@ -76,13 +76,19 @@ func awaitInline(versions <-chan *taskstate.Task) *taskstate.Task {
 
 // replyInline answers a task-capable call with its finished task's outcome,
 // as a sync call would: the result, or the task's JSON-RPC error. It
-// reports false when it cannot (the result unreadable).
+// reports false when it cannot (the result unreadable, or too many large
+// results being read whole at once): the caller hands out the task. A plain
+// result blob streams into the reply.
 func (s *Server) replyInline(ctx context.Context, w http.ResponseWriter, c *call, final *taskstate.Task) bool {
 	s.durations.observe(final)
-	final, err := s.resolved(ctx, final)
+	if s.replySpliced(ctx, &replier{w: w, id: c.req.ID}, final, resultComplete, s.appendResultMeta(nil)) {
+		return true
+	}
+	final, release, err := s.resolved(ctx, final)
 	if err != nil {
 		return false
 	}
+	defer release()
 	if final.Status == taskstate.Failed {
 		writeError(w, c.req.ID, storedError(final.Error))
 		return true

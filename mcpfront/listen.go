@@ -239,7 +239,7 @@ func (s *Server) subscriptionsListen(ctx context.Context, w http.ResponseWriter,
 			s.durations.observe(t)
 			if seen := visibleState(t); last[t.ID] != seen {
 				last[t.ID] = seen
-				stream.event(s.taskNotification(t, sub))
+				s.notifyTask(ctx, stream, t, sub)
 			}
 		}
 	}
@@ -290,7 +290,8 @@ func visibleState(t *taskstate.Task) string {
 // taskNotification is notifications/tasks for t: the DetailedTask tasks/get
 // would answer, tagged with the subscription.
 func (s *Server) taskNotification(t *taskstate.Task, sub json.RawMessage) []byte {
-	if r, err := s.resolved(context.Background(), t); err == nil {
+	if r, release, err := s.resolved(context.Background(), t); err == nil {
+		defer release()
 		t = r
 	} else {
 		s.log.Error().Err(err).Msg("notifications/tasks: the task's result")

@@ -491,7 +491,7 @@ func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		return
 	}
-	s.replyOutcome(out, final, nil)
+	s.replyOutcome(ctx, out, final, nil)
 }
 
 // describe names what a request runs, for messages.

@@ -115,6 +115,14 @@ type Config struct {
 	StateKey []byte
 	// RequestStateTTL bounds how long a requestState stays valid. Default 1h.
 	RequestStateTTL time.Duration
+	// ResultMemory bounds the bytes of stored results read whole at once,
+	// by all requests together (default 64 MiB). Plain results stream from
+	// the store and take none of it; the others (a result with its own _meta
+	// or resultType) are held, and re-encoded, while their reply is written.
+	// A reply that finds no room within 10 s answers -32029 with
+	// data.retryAfterMs (an inline call of a task-capable client gets its
+	// task handle instead).
+	ResultMemory int64
 	// Metrics registers the front end's counters (nil: none).
 	Metrics prometheus.Registerer
 	// Telemetry traces requests: a span per request, continuing the trace
@@ -149,6 +157,7 @@ type Server struct {
 	// durations learns how long each tool's tasks take, for the polling
 	// interval the answers suggest (poll.go).
 	durations durations
+	results   resultBudget // Config.ResultMemory (blob.go)
 }
 
 // count records one request by wire era and method.
@@ -181,6 +190,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	c.MaxArgs = cmp.Or(max(c.MaxArgs, 0), DefaultMaxArgs)
 	c.MaxInputKeys = cmp.Or(max(c.MaxInputKeys, 0), defaultMaxInputKeys)
 	c.MaxClientData = cmp.Or(max(c.MaxClientData, 0), defaultMaxClientData)
+	c.ResultMemory = cmp.Or(max(c.ResultMemory, 0), 64<<20)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -195,7 +205,8 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		stateAEAD: newStateAEAD(key),
 		prod:      p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
-		rates: newRateLimits(c.RateLimit, c.RateBurst),
+		rates:   newRateLimits(c.RateLimit, c.RateBurst),
+		results: newResultBudget(c.ResultMemory),
 	}
 	s.sessions, _ = store.(taskstate.Sessions)
 	if c.Metrics != nil {

@@ -1,10 +1,12 @@
 package mcpfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -94,15 +96,23 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		case <-time.After(notifyDrain):
 		}
 	}
-	resolved, err := s.resolved(ctx, final)
+	handedOver := req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask
+	// The reply streams past the wait's deadline: a client that stops
+	// reading is cut off by WriteTimeout, one that leaves by its write failing.
+	if !handedOver && s.replySpliced(context.WithoutCancel(ctx), out, final, resultComplete, s.appendResultMeta(nil)) {
+		s.durations.observe(final) // a plain result: never an input request
+		return
+	}
+	resolved, release, err := s.resolved(ctx, final)
 	if err != nil {
 		s.log.Error().Err(err).Msg("an inline call's result")
 		out.fail(resultMissing(err))
 		return
 	}
+	defer release()
 	final = resolved
 	switch {
-	case req.Mode == taskstate.ModeGather && final.Mode == taskstate.ModeTask:
+	case handedOver:
 		// The handler continued as a task (it may even have finished since:
 		// the watch hands over only the newest version).
 		out.result(s.createTaskResult(final))
@@ -190,6 +200,22 @@ func (r *replier) result(v any) {
 	writeResult(r.w, r.id, v)
 }
 
+// splice writes the final answer with a result whose members come from the
+// blob p, between head and tail (plainBlob.splice), so that the result is
+// never whole in memory.
+func (r *replier) splice(p *plainBlob, head, tail []byte) error {
+	env := append([]byte(`{"jsonrpc":"2.0","id":`), r.id...)
+	env = append(env, `,"result":`...)
+	env = append(env, head...)
+	tail = append(tail[:len(tail):len(tail)], '}')
+	if r.stream != nil {
+		return r.stream.finalFrom(func(w io.Writer) error { return p.splice(w, env, tail) })
+	}
+	r.w.Header()["Content-Type"] = []string{"application/json"}
+	r.w.WriteHeader(http.StatusOK)
+	return p.splice(r.w, env, tail)
+}
+
 func (r *replier) fail(e *rpcError) {
 	if r.stream != nil {
 		b, _ := json.Marshal(response{JSONRPC: "2.0", ID: r.id, Error: e})
@@ -215,10 +241,24 @@ func (s *sseWriter) event(data []byte) { s.write(data, false) }
 func (s *sseWriter) final(data []byte) { s.write(data, true) }
 
 func (s *sseWriter) write(data []byte, last bool) {
+	_ = s.writeFrom(func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, last)
+}
+
+// finalFrom writes the last message of the stream as data writes it:
+// piece by piece, for a message too large to build in memory.
+func (s *sseWriter) finalFrom(data func(io.Writer) error) error { return s.writeFrom(data, true) }
+
+// eventFrom writes a message as data writes it.
+func (s *sseWriter) eventFrom(data func(io.Writer) error) error { return s.writeFrom(data, false) }
+
+func (s *sseWriter) writeFrom(data func(io.Writer) error, last bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.done {
-		return
+		return nil
 	}
 	s.done = last
 	if !s.started {
@@ -229,8 +269,33 @@ func (s *sseWriter) write(data []byte, last bool) {
 		s.w.WriteHeader(http.StatusOK)
 		s.started = true
 	}
-	_, _ = fmt.Fprintf(s.w, "event: message\ndata: %s\n\n", data)
+	if _, err := io.WriteString(s.w, "event: message\ndata: "); err != nil {
+		return err
+	}
+	err := data(oneLine{s.w})
+	if err == nil {
+		_, err = io.WriteString(s.w, "\n\n")
+	}
 	if f, ok := s.w.(http.Flusher); ok {
 		f.Flush()
 	}
+	return err
+}
+
+// oneLine writes JSON as one SSE data line: a line break can only be
+// whitespace between tokens in valid JSON (a string escapes its own), so
+// it becomes a space.
+type oneLine struct{ w io.Writer }
+
+func (o oneLine) Write(b []byte) (int, error) {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return o.w.Write(b)
+	}
+	c := bytes.Clone(b) // byte by byte: a chunk may end inside a UTF-8 sequence
+	for i, x := range c {
+		if x == '\n' || x == '\r' {
+			c[i] = ' '
+		}
+	}
+	return o.w.Write(c)
 }

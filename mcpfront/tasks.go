@@ -114,7 +114,7 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 			}
 			return
 		}
-		s.replyOutcome(out, final, relatedTaskMeta(t.ID))
+		s.replyOutcome(ctx, out, final, relatedTaskMeta(t.ID))
 	}
 }
 
@@ -141,13 +141,19 @@ func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *
 
 // replyOutcome answers with what the call would have returned: the result
 // (tool errors included), or the JSON-RPC error of a failed task.
-func (s *Server) replyOutcome(out *replier, t *taskstate.Task, meta json.RawMessage) {
-	t, err := s.resolved(context.Background(), t)
+// A plain result blob streams into the reply.
+func (s *Server) replyOutcome(ctx context.Context, out *replier, t *taskstate.Task, meta json.RawMessage) {
+	ctx = context.WithoutCancel(ctx) // the outcome is here: the reply is written
+	if s.replySpliced(ctx, out, t, "", meta) {
+		return
+	}
+	t, release, err := s.resolved(ctx, t)
 	if err != nil {
 		s.log.Error().Err(err).Msg("replying with a task's outcome")
 		out.fail(resultMissing(err))
 		return
 	}
+	defer release()
 	switch t.Status {
 	case taskstate.Completed:
 		out.result(reshape(t.Result, "", meta))
@@ -212,15 +218,16 @@ func (s *Server) tasksGet(ctx context.Context, w http.ResponseWriter, _ *http.Re
 		writeError(w, c.req.ID, rerr)
 		return
 	}
-	if s.streamResult(ctx, w, c.req.ID, t) {
+	if s.tasksGetStreamed(ctx, w, c, t) {
 		return
 	}
-	t, err := s.resolved(ctx, t)
+	t, release, err := s.resolved(ctx, t)
 	if err != nil {
 		s.log.Error().Err(err).Msg("tasks/get")
 		writeError(w, c.req.ID, resultMissing(err))
 		return
 	}
+	defer release()
 	writeResult(w, c.req.ID, s.detailedTask(t))
 }
 

@@ -82,7 +82,13 @@ func (s *Server) appendTaskTail(b []byte) []byte {
 func (s *Server) appendTaskHead(b []byte, t *taskstate.Task, rt string) []byte {
 	b = append(b, `{"resultType":`...)
 	b = appendString(b, rt)
-	b = append(b, `,"taskId":`...)
+	b = append(b, ',')
+	return s.appendTaskFields(b, t)
+}
+
+// appendTaskFields appends a task's own fields as object members.
+func (s *Server) appendTaskFields(b []byte, t *taskstate.Task) []byte {
+	b = append(b, `"taskId":`...)
 	b = appendString(b, t.ID)
 	b = append(b, `,"status":`...)
 	b = appendString(b, string(t.Status))

@@ -492,7 +492,7 @@ and, with redis.sentinel, the Sentinels' and 6379 (the primary they name).
 
 {{/* The admin port's ingress rule (none when from is empty); call with (dict "from" peers "port" n). */}}
 {{- define "mcpqueue.adminIngress" -}}
-{{- with .from }}
+{{- with .from -}}
 - ports:
     - {protocol: TCP, port: {{ $.port }}}
   from:

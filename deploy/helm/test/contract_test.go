@@ -45,7 +45,7 @@ func TestToolTokenHelper(t *testing.T) {
 		Name: "templates/tokens.txt",
 		Data: []byte(`{{ range .Values.tokenProbe }}{{ dict "tool" . "token" (include "mcpqueue.toolToken" .) "consumer" (include "mcpqueue.consumer" (dict "tool" .)) | toJson }}` + "\n{{ end }}"),
 	})
-	out := renderFiles(t, ch, map[string]any{"tokenProbe": names})["mcpqueue/templates/tokens.txt"]
+	out := renderFiles(t, ch, map[string]any{"tokenProbe": names, "api": map[string]any{"auth": map[string]any{"disabled": true}}})["mcpqueue/templates/tokens.txt"]
 	got := map[string][2]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var row struct{ Tool, Token, Consumer string }

@@ -307,7 +307,7 @@ func TestBrokerSecretVariants(t *testing.T) {
 		{"redis password for KEDA only, as before", "broker: asynq\nredis: {url: 'redis://:hunter2@redis:6379/0', passwordInSecret: true}\nsecret: {redisPassword: hunter2}\n" + pool, map[string]secretRef{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := renderInline(t, tc.values)
+			r, err := renderInline(t, noAuth+tc.values)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,13 +335,16 @@ func TestBrokerSecretVariants(t *testing.T) {
 		{"Redis auth without keys", "broker: asynq\nredis: {auth: {secretName: a, passwordKey: ''}}", "redis.auth.secretName needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := renderInline(t, tc.values)
+			_, err := renderInline(t, noAuth+tc.values)
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("render: %v; want an error with %q", err, tc.err)
 			}
 		})
 	}
 }
+
+// noAuth is the values line that lets the chart render without authentication.
+const noAuth = "api: {auth: {disabled: true}}\n"
 
 func renderInline(t *testing.T, values string) (*rendered, error) {
 	t.Helper()

@@ -83,6 +83,64 @@ two names that map to the same characters still get different tokens.
 {{- ceil $total | int -}}
 {{- end -}}
 
+{{/*
+Bytes of a Kubernetes quantity or byte count; call with (dict "what" "api.resources.limits.memory" "q" value).
+  64Mi → 67108864;  1.5Gi → 1610612736;  500M → 500000000;  67108864 → 67108864
+Binary (Ki Mi Gi Ti Pi) and decimal (k M G T P) suffixes; anything else fails
+the render, naming the value.
+*/}}
+{{- define "mcpqueue.bytes" -}}
+{{- $q := .q -}}
+{{- if or (kindIs "float64" $q) (kindIs "int64" $q) (kindIs "int" $q) -}}
+{{- $q = printf "%d" (int64 $q) -}}
+{{- end -}}
+{{- $q = toString $q | trim -}}
+{{- $m := regexFind "^[0-9]+(\\.[0-9]+)?" $q -}}
+{{- $unit := trimPrefix $m $q -}}
+{{- $mul := dict "" 1.0 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 -}}
+{{- if or (not $m) (not (hasKey $mul $unit)) -}}
+{{- fail (printf "%s %q is no memory quantity: a number of bytes, or one with a suffix Ki, Mi, Gi, Ti (or k, M, G, T), e.g. 512Mi" .what $q) -}}
+{{- end -}}
+{{- mulf (float64 $m) (get $mul $unit) | ceil | int64 -}}
+{{- end -}}
+
+{{/*
+The memory limits fit the results: a pool's limit is at least 3 × its
+maxResult (a result is built, encoded and written), the api's 3 × the
+largest maxResult of any pool (it holds results in flight while streaming
+them into replies). A Deployment without a memory limit is not checked.
+*/}}
+{{- define "mcpqueue.validateMemory" -}}
+{{- $largest := 0 -}}
+{{- $from := "" -}}
+{{- range $p := (include "mcpqueue.pools" . | fromJson).pools -}}
+{{- $what := printf "pool %s: maxResult" $p.name -}}
+{{- $max := include "mcpqueue.bytes" (dict "what" $what "q" $p.maxResult) | int64 -}}
+{{- if le $max 0 -}}
+{{- fail (printf "%s %v: must be more than 0" $what $p.maxResult) -}}
+{{- end -}}
+{{- if hasKey (default dict $p.env) "MCPQ_MAX_RESULT" -}}
+{{- fail (printf "pool %s: set maxResult (worker.maxResult or pools[].maxResult), not env.MCPQ_MAX_RESULT: the memory limits are checked against it" $p.name) -}}
+{{- end -}}
+{{- if gt $max $largest -}}
+{{- $largest = $max -}}
+{{- $from = printf "pool %s's maxResult (%v)" $p.name $p.maxResult -}}
+{{- end -}}
+{{- $limit := (default dict (default dict $p.resources).limits).memory -}}
+{{- if $limit -}}
+{{- if lt (include "mcpqueue.bytes" (dict "what" (printf "pool %s: resources.limits.memory" $p.name) "q" $limit) | int64) (mul 3 $max) -}}
+{{- fail (printf "pool %s: resources.limits.memory %v is below 3 × maxResult (%v): a result that large gets the pod OOM-killed; raise the limit or lower maxResult (worker.* or pools[].*)" $p.name $limit $p.maxResult) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $limit := (default dict (default dict .Values.api.resources).limits).memory -}}
+{{- if $limit -}}
+{{- if lt (include "mcpqueue.bytes" (dict "what" "api.resources.limits.memory" "q" $limit) | int64) (mul 3 $largest) -}}
+{{- fail (printf "api.resources.limits.memory %v is below 3 × %s: the api holds results in flight; raise the limit or lower maxResult" $limit $from) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The settings api and workers share, as env entries. */}}
 {{- define "mcpqueue.commonEnv" -}}
 - name: MCPQ_BROKER
@@ -142,6 +200,7 @@ two names that map to the same characters still get different tokens.
 {{- fail (printf "api.terminationGracePeriodSeconds (%v) must exceed api.shutdownDelay (%s) + api.shutdownTimeout (%s), or the kubelet kills requests still draining" $api.terminationGracePeriodSeconds $api.shutdownDelay $api.shutdownTimeout) -}}
 {{- end -}}
 {{- include "mcpqueue.validateBrokerSecrets" . -}}
+{{- include "mcpqueue.validateMemory" . -}}
 {{- $names := list -}}
 {{- range .Values.pools -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,28}[a-z0-9])?$" (toString .name)) -}}
@@ -383,4 +442,80 @@ the non-root uid reads them through its group while others cannot.
 {{- fail (printf "redis.tls needs a rediss:// (or rediss+sentinel://) redis.url, not %s" (default "no scheme" $scheme)) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+
+
+{{/*
+mcpqueue.urlPorts: the TCP ports of a URL's hosts, as JSON {"ports": [...]};
+call with (dict "url" u "default" port). Comma-separated hosts or URLs
+(nats://a:4222,nats://b:4222, redis+sentinel://s0:26379,s1:26379/m) each
+count; a host without a port has the default; a URL without a host adds none.
+*/}}
+{{- define "mcpqueue.urlPorts" -}}
+{{- $ports := list -}}
+{{- range splitList "," .url -}}
+{{- $hp := regexReplaceAll "^[A-Za-z][A-Za-z0-9+.-]*://" (trim .) "" -}}
+{{- $hp = regexReplaceAll "/.*$" $hp "" -}}
+{{- $hp = regexReplaceAll "^.*@" $hp "" -}}
+{{- if $hp -}}
+{{- $port := trimPrefix ":" (regexFind ":[0-9]+$" $hp) -}}
+{{- $ports = append $ports (default (toString $.default) $port | int) -}}
+{{- end -}}
+{{- end -}}
+{{- dict "ports" (uniq $ports) | toJson -}}
+{{- end -}}
+
+{{/*
+The broker's TCP ports: networkPolicy.egress.brokerPorts, or those of
+nats.url (4222 by default); of redis.url (6379, 26379 for a Sentinel URL)
+and, with redis.sentinel, the Sentinels' and 6379 (the primary they name).
+*/}}
+{{- define "mcpqueue.brokerPorts" -}}
+{{- $ports := .Values.networkPolicy.egress.brokerPorts -}}
+{{- if not $ports -}}
+{{- if eq .Values.broker "nats" -}}
+{{- $ports = (include "mcpqueue.urlPorts" (dict "url" .Values.nats.url "default" 4222) | fromJson).ports -}}
+{{- else -}}
+{{- $r := .Values.redis -}}
+{{- $ports = (include "mcpqueue.urlPorts" (dict "url" $r.url "default" (ternary 26379 6379 (contains "sentinel" $r.url))) | fromJson).ports -}}
+{{- if $r.sentinel.addresses -}}
+{{- $ports = concat $ports (include "mcpqueue.urlPorts" (dict "url" (join "," $r.sentinel.addresses) "default" 26379) | fromJson).ports (list 6379) -}}
+{{- else if contains "sentinel" $r.url -}}
+{{- $ports = append $ports 6379 -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $ports }}{{ $out = append $out (int .) }}{{ end -}}
+{{- dict "ports" (uniq $out) | toJson -}}
+{{- end -}}
+
+{{/* The admin port's ingress rule (none when from is empty); call with (dict "from" peers "port" n). */}}
+{{- define "mcpqueue.adminIngress" -}}
+{{- with .from -}}
+- ports:
+    - {protocol: TCP, port: {{ $.port }}}
+  from:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
+{{- end -}}
+
+{{/* The egress rules api and workers share: DNS and the broker. */}}
+{{- define "mcpqueue.egress" -}}
+{{- $e := .Values.networkPolicy.egress -}}
+- ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+  {{- with $e.dnsTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+- ports:
+    {{- range (include "mcpqueue.brokerPorts" . | fromJson).ports }}
+    - {protocol: TCP, port: {{ . }}}
+    {{- end }}
+  {{- with $e.brokerTo }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end -}}

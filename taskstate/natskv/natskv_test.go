@@ -2,6 +2,8 @@ package natskv_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,5 +94,40 @@ func TestListKeepsEntryOfCreateUnderWay(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ID != task.ID {
 		t.Fatalf("List once the record is written = %d tasks, want the task", len(got))
+	}
+}
+
+// A tool another process has just published is found at once, even while
+// this store's catalog watcher is behind: a miss is read from the bucket
+// before it is called unknown. Many names in a row, so a cache that only
+// follows its watcher misses one of them.
+func TestToolPublishedElsewhereIsFoundAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := natstest.Start(t)
+	name := natstest.Name(t)
+	open := func() *natskv.Store {
+		_, js := srv.Connect(t)
+		s, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	api, worker := open(), open()
+	if _, err := api.Tools(t.Context()); err != nil { // the api's cache and watcher are running
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		tool := &taskstate.ToolInfo{Name: fmt.Sprintf("tool_%d", i)}
+		if err := worker.PublishTool(t.Context(), tool); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := api.Tool(t.Context(), tool.Name); err != nil || got.Name != tool.Name {
+			t.Fatalf("Tool(%s) right after another store published it = %v, %v", tool.Name, got, err)
+		}
+	}
+	if _, err := api.Tool(t.Context(), "never_published"); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("Tool(never_published) = %v, want ErrNotFound", err)
 	}
 }

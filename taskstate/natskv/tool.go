@@ -45,11 +45,27 @@ func (s *Store) PublishTool(ctx context.Context, t *taskstate.ToolInfo) error {
 }
 
 // Tool reads one catalog entry (ErrNotFound if absent): taskstate.Catalog.
+// A key the cache does not hold is read from the bucket before it is called
+// absent: a worker that has just published its tools (another process) may
+// be ahead of the cache's watcher, and a call of its tool must not be
+// answered "Unknown tool" for that.
 func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, error) {
 	c, err := s.cat(ctx)
 	if err != nil {
 		return nil, err
 	}
+	t, err := c.get(key)
+	if !errors.Is(err, taskstate.ErrNotFound) || c.known(toolKey(key)) {
+		return t, err
+	}
+	e, err := s.tools.Get(ctx, toolKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, taskstate.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natskv: read tool %s: %w", key, err)
+	}
+	c.apply(e)
 	return c.get(key)
 }
 
@@ -146,6 +162,15 @@ func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
 	}
 	t := *e.tool
 	return &t, nil
+}
+
+// known reports whether the cache has seen key at all: a deletion or expiry
+// counts, so a removed tool is not read again on every call.
+func (c *catalogCache) known(key string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.tools[key]
+	return ok
 }
 
 func (c *catalogCache) list() []*taskstate.ToolInfo {

@@ -93,6 +93,10 @@ func TestLargeResults(t *testing.T) {
 		}
 
 		inline := harness.NewClient(s.mcpURL, false)
+		// What is measured is memory, not time: with -race binaries on a
+		// loaded 2-core machine six 63 MiB results take minutes to make,
+		// store and stream (over the client's default 3 min, seen in CI).
+		inline.HTTP.Timeout = 15 * time.Minute
 		res, err := inline.CallTool(context.Background(), "blob", map[string]any{"bytes": 2_000_000})
 		if err != nil {
 			t.Fatalf("inline blob: %v", err)
@@ -290,7 +294,7 @@ func TestLargeResultMemory(t *testing.T) {
 				case err != nil:
 					errs <- err
 				case r.Error != nil:
-					errs <- fmt.Errorf("tasks/result %d: %v", i, r.Error)
+					errs <- fmt.Errorf("tasks/result %d: %w", i, r.Error)
 				default:
 					errs <- check(fmt.Sprintf("tasks/result %d", i), r.Result)
 				}
@@ -300,6 +304,10 @@ func TestLargeResultMemory(t *testing.T) {
 
 		// Six inline calls at once, each a 63 MiB result of its own.
 		inline := harness.NewClient(s.mcpURL, false)
+		// What is measured is memory, not time: with -race binaries on a
+		// loaded 2-core machine six 63 MiB results take minutes to make,
+		// store and stream (over the client's default 3 min, seen in CI).
+		inline.HTTP.Timeout = 15 * time.Minute
 		for i := range 6 {
 			wg.Go(func() {
 				var res json.RawMessage

@@ -59,8 +59,8 @@ func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, erro
 		return t, err
 	}
 	e, err := s.tools.Get(ctx, toolKey(key))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, taskstate.ErrNotFound
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
+		return nil, taskstate.ErrNotFound // no key can hold it ("" for one)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natskv: read tool %s: %w", key, err)

@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/internal/loopback"
 )
 
 // EmbeddedNKeyFile is the file in the data dir (--data-dir) holding the
@@ -56,7 +58,7 @@ func (o *Options) StartEmbeddedNATS(listen, sync string, log zerolog.Logger) (*s
 		return nil, errors.New("backend: --nats-creds needs a NATS server in operator mode; the embedded NATS takes --nats-nkey, --nats-user with --nats-password, or --nats-token")
 	case a.TLSCA != "" || a.TLSCert != "" || a.TLSKey != "":
 		return nil, errors.New("backend: the embedded NATS serves no TLS: --nats-tls-* apply to an external NATS (--nats)")
-	case !explicit && !loopbackHost(host):
+	case !explicit && !loopback.Host(host):
 		return nil, fmt.Errorf("backend: refusing to open the embedded NATS to the network on --nats-listen %s with the key generated for this machine: name the credentials remote workers will use, --nats-nkey FILE (a user nkey seed, generated if missing), --nats-user with --nats-password, or --nats-token; or listen on 127.0.0.1", listen)
 	}
 	if o.DataDir == "" {
@@ -104,7 +106,7 @@ func (o *Options) StartEmbeddedNATS(listen, sync string, log zerolog.Logger) (*s
 	}
 	o.NATSURL = ns.ClientURL()
 	ev := log.Info()
-	if !loopbackHost(host) {
+	if !loopback.Host(host) {
 		ev = log.Warn().Str("note", "NATS traffic to this address is not encrypted: keep it on a private network")
 	}
 	// NewServer filled in the default interval.
@@ -201,7 +203,7 @@ func (o *Options) embeddedKey() string {
 			s = "nats://" + s
 		}
 		u, err := url.Parse(s)
-		if err != nil || u.User != nil || !loopbackHost(u.Hostname()) {
+		if err != nil || u.User != nil || !loopback.Host(u.Hostname()) {
 			return ""
 		}
 	}
@@ -210,14 +212,4 @@ func (o *Options) embeddedKey() string {
 		return ""
 	}
 	return p
-}
-
-// loopbackHost reports whether host (a name or an IP address) is this
-// machine only.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
 }

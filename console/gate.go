@@ -6,7 +6,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
+
+	"github.com/mcpqueue/mcpqueue/internal/loopback"
 )
 
 // Gate admits requests to an operator's page: the console's API, or another
@@ -82,9 +83,5 @@ func (g *Gate) hostAllowed(hostport string) bool {
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h
 	}
-	if host == "localhost" || slices.Contains(g.AllowedHosts, host) {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	return loopback.Host(host) || slices.Contains(g.AllowedHosts, host)
 }

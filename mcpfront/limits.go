@@ -26,6 +26,9 @@ const (
 	defaultMaxInputKeys = 64
 	// defaultMaxClientData is Config.MaxClientData's default.
 	defaultMaxClientData = 64 << 10
+	// DefaultResultMemory is Config.ResultMemory's default: room for four
+	// results of the largest arguments a call may carry, read whole at once.
+	DefaultResultMemory = 4 * DefaultMaxArgs
 )
 
 // checkSizes enforces MaxArgs and MaxInputKeys on the methods that carry

@@ -116,7 +116,7 @@ type Config struct {
 	// RequestStateTTL bounds how long a requestState stays valid. Default 1h.
 	RequestStateTTL time.Duration
 	// ResultMemory bounds the bytes of stored results read whole at once,
-	// by all requests together (default 64 MiB). Plain results stream from
+	// by all requests together (default DefaultResultMemory, 64 MiB). Plain results stream from
 	// the store and take none of it; the others (a result with its own _meta
 	// or resultType) are held, and re-encoded, while their reply is written.
 	// A reply that finds no room within 10 s answers -32029 with
@@ -190,7 +190,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	c.MaxArgs = cmp.Or(max(c.MaxArgs, 0), DefaultMaxArgs)
 	c.MaxInputKeys = cmp.Or(max(c.MaxInputKeys, 0), defaultMaxInputKeys)
 	c.MaxClientData = cmp.Or(max(c.MaxClientData, 0), defaultMaxClientData)
-	c.ResultMemory = cmp.Or(max(c.ResultMemory, 0), 64<<20)
+	c.ResultMemory = cmp.Or(max(c.ResultMemory, 0), DefaultResultMemory)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/internal/loopback"
 )
 
 // Algorithms this package verifies.
@@ -203,19 +203,11 @@ func checkJWKSURL(raw string) error {
 	case "https":
 		return nil
 	case "http":
-		if isLoopbackHost(u.Hostname()) {
+		if loopback.Host(u.Hostname()) {
 			return nil
 		}
 	}
 	return fmt.Errorf("jwtauth: JWKS URL %q must be https (http only on a loopback host)", raw)
-}
-
-func isLoopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Refresh fetches the JWKS now, whatever the cache holds. Call it at start-up

@@ -42,6 +42,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/demo"
+	"github.com/mcpqueue/mcpqueue/internal/loopback"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -175,32 +176,18 @@ func command(word string, usage func(), stderr io.Writer) int {
 	return 2
 }
 
-// isLoopbackListen reports whether a listen address accepts connections
-// from this machine only.
-func isLoopbackListen(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // authenticator checks the auth settings against the listen address and
 // builds the bearer-token Authenticator (nil: authentication off, which is
 // allowed on loopback or with --insecure-no-auth only).
 func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*jwtauth.Authenticator, error) {
-	loopback := isLoopbackListen(c.listen)
+	onLoopback := loopback.Addr(c.listen)
 	if c.authJWKSURL == "" && c.authHS256KeyFile == "" {
 		for flag, v := range map[string]string{"--auth-issuer": c.authIssuer, "--auth-audience": c.authAudience, "--auth-scopes": c.authScopes, "--auth-tenant-claim": c.authTenantClaim, "--auth-authorization-server": c.authServers} {
 			if v != "" {
 				return nil, fmt.Errorf("%s needs --auth-jwks-url or --auth-hs256-key-file", flag)
 			}
 		}
-		if !loopback {
+		if !onLoopback {
 			if !c.insecureNoAuth {
 				return nil, fmt.Errorf("refusing to serve %s without authentication: configure --auth-jwks-url (or --auth-hs256-key-file), listen on a loopback address, or pass --insecure-no-auth", c.listen)
 			}
@@ -262,7 +249,7 @@ func (c *config) publicBase() (string, error) {
 		}
 		return strings.TrimSuffix(c.publicURL, "/"), nil
 	}
-	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" && isLoopbackListen(c.listen) {
+	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" && loopback.Addr(c.listen) {
 		return "http://" + c.listen, nil
 	}
 	return "", nil

@@ -7,6 +7,8 @@
 #   scripts/images.sh                  # every image below (needs root, debootstrap, a docker engine)
 #   scripts/images.sh binaries DIR     # only the binaries and the image root, into DIR
 #                                      # (what the Dockerfile's build stage runs)
+#   scripts/images.sh rootfs           # only the cached Debian root filesystem (needs root and
+#                                      # debootstrap, no engine): .ci/run makes it while the tests run
 #
 #   mcpqueue/api:local  mcpqueue/worker:local  mcpqueue/nats:local              Dockerfile targets, FROM scratch
 #   mcpqueue-offline/redis:local  mcpqueue-offline/haproxy:local  mcpqueue-offline/prometheus:local
@@ -47,7 +49,13 @@ if [ "${1:-}" = binaries ]; then
   binaries "$2"
   exit 0
 fi
-[ $# -eq 0 ] || { echo "usage: $0 [binaries DIR]" >&2; exit 2; }
+mode=all
+if [ "${1:-}" = rootfs ] && [ $# -eq 1 ]; then
+  mode=rootfs
+elif [ $# -ne 0 ]; then
+  echo "usage: $0 [binaries DIR | rootfs]" >&2
+  exit 2
+fi
 export VERSION=${VERSION:-$(git describe --tags --always --dirty)} REVISION=${REVISION:-$(git rev-parse HEAD)}
 
 if [ -z "${DOCKER:-}" ]; then
@@ -82,16 +90,18 @@ build() {
 }
 
 # ---- the Dockerfile's targets, from binaries built here ----
-start=$SECONDS
-binaries "$work/context/out"
-echo "images.sh: binaries ($((SECONDS - start))s)"
-args=(--build-arg BINARIES=prebuilt --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION"
-  --build-arg "CREATED=$(git log -1 --format=%cI)" # the commit's time: a rebuild is the same image
-  --build-arg "NATS_VERSION=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2 | sed 's/^v//')"
-  -f Dockerfile "$work/context")
-for target in api worker nats; do
-  build "mcpqueue/$target:local" --target "$target" "${args[@]}"
-done
+if [ "$mode" = all ]; then
+  start=$SECONDS
+  binaries "$work/context/out"
+  echo "images.sh: binaries ($((SECONDS - start))s)"
+  args=(--build-arg BINARIES=prebuilt --build-arg "VERSION=$VERSION" --build-arg "REVISION=$REVISION"
+    --build-arg "CREATED=$(git log -1 --format=%cI)" # the commit's time: a rebuild is the same image
+    --build-arg "NATS_VERSION=$(go list -m -f '{{.Version}}' github.com/nats-io/nats-server/v2 | sed 's/^v//')"
+    -f Dockerfile "$work/context")
+  for target in api worker nats; do
+    build "mcpqueue/$target:local" --target "$target" "${args[@]}"
+  done
+fi
 
 # ---- Redis, HAProxy and Prometheus from Debian's packages ----
 packages=redis-server,haproxy,prometheus,wget # wget: the compose file's health checks
@@ -138,13 +148,14 @@ rootfs() {
 key=$({ echo "$suite $packages"; declare -f rootfs; } | sha256sum | cut -c1-12)
 tar="$cache/debian-$suite-$key.tar"
 base="mcpqueue-offline/debian:$suite-$key"
-if ! "$DOCKER" image inspect "$base" >/dev/null 2>&1; then
+if [ "$mode" = rootfs ] || ! "$DOCKER" image inspect "$base" >/dev/null 2>&1; then
   if [ ! -s "$tar" ] || [ ! -s "$tar.versions" ]; then
     start=$SECONDS
     rootfs "$tar"
     find "$cache" -maxdepth 1 -name "debian-$suite-*.tar*" ! -name "${tar##*/}*" -delete # older recipes
     echo "images.sh: Debian $suite root filesystem, cached in $tar ($((SECONDS - start))s)"
   fi
+  [ "$mode" = all ] || exit 0
   start=$SECONDS
   "$DOCKER" import "$tar" "$base" >/dev/null
   echo "images.sh: $base ($((SECONDS - start))s)"

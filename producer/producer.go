@@ -130,8 +130,28 @@ var ErrStart = errors.New("producer: job not started")
 
 // ErrKeyReused is CreateOrGet's (and Create's) refusal of a call whose
 // idempotency key names an existing task of another call: another kind,
-// tool or arguments. The error wraps it with the key and the task's tool.
+// tool or arguments. The error is a *KeyReusedError, which matches it.
 var ErrKeyReused = errors.New("producer: idempotency key was used for another call")
+
+// KeyReusedError says which call an idempotency key belongs to.
+type KeyReusedError struct {
+	Key string
+	// Kind and Tool are those of the task the key created; SameTool says
+	// they are the refused call's too (its arguments differ).
+	Kind, Tool string
+	SameTool   bool
+}
+
+func (e *KeyReusedError) Error() string {
+	what := fmt.Sprintf("%s %q", cmp.Or(e.Kind, "tool"), e.Tool)
+	if e.SameTool {
+		what += " with other arguments"
+	}
+	return fmt.Sprintf("idempotency key %q was used for another call (%s)", e.Key, what)
+}
+
+// Is makes a KeyReusedError match ErrKeyReused.
+func (e *KeyReusedError) Is(target error) bool { return target == ErrKeyReused }
 
 // Create writes the record (working) and starts the job. It returns once both
 // are durable, so an immediate tasks/get finds the task. If the start fails
@@ -180,7 +200,7 @@ func (p *Producer) CreateOrGet(ctx context.Context, r *Request) (*taskstate.Task
 			return nil, false, fmt.Errorf("producer: reading the existing task: %w", err)
 		}
 		if r.IdempotencyKey != "" && t.InputDigest != taskstate.InputDigest(r.Kind, r.Tool, r.Arguments) {
-			return t, false, fmt.Errorf("%w: key %q, task of %s %q", ErrKeyReused, r.IdempotencyKey, cmp.Or(t.Kind, "tool"), t.Tool)
+			return t, false, &KeyReusedError{Key: r.IdempotencyKey, Kind: t.Kind, Tool: t.Tool, SameTool: t.Kind == r.Kind && t.Tool == r.Tool}
 		}
 		return t, false, nil
 	}

@@ -211,6 +211,14 @@ func TestIdempotencyKey(t *testing.T) {
 	if r := legacy("legacy-1", true); r.err != nil || json.Unmarshal(r.result, &first) != nil || first.Task.TaskID == "" {
 		t.Fatalf("2025-11-25 keyed task: %s", r)
 	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) { // its one run ends
+		if rec, err := ie.store.Get(t.Context(), first.Task.TaskID); err == nil && rec.Status == taskstate.Completed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 2025-11-25 keyed task %s did not complete", first.Task.TaskID)
+		}
+	}
 	runs1 := ie.runs.Load()
 	if r := legacy("legacy-1", true); r.err != nil || json.Unmarshal(r.result, &second) != nil || second.Task.TaskID != first.Task.TaskID {
 		t.Fatalf("2025-11-25 keyed retry: %s, want task %s", r, first.Task.TaskID)
@@ -255,5 +263,36 @@ func TestIdempotencyKeyInlineClientGone(t *testing.T) {
 	}
 	if tk := ie.tasksOf(t, "block"); len(tk) != 1 || tk[0].Status != taskstate.Working {
 		t.Fatalf("the keyed task after its client left: %+v, want it still working", tk)
+	}
+}
+
+// Keys are scoped by owner: another principal's call with the same key is
+// another task, and each principal's retry finds its own.
+func TestIdempotencyKeyScopedByOwner(t *testing.T) {
+	t.Parallel()
+	ae := newAuthEnv(t, nil)
+	call := func(sub string) string {
+		t.Helper()
+		m, h := newRequest("tools/call", "owned", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}}, true)
+		h.Set(idemHeader, "shared-key")
+		body, _ := json.Marshal(m)
+		r, err := ae.post(t, ae.token(t, sub), h, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return taskIDOf(t, r)
+	}
+	alice, bob := call("alice"), call("bob")
+	if alice == bob {
+		t.Fatalf("alice and bob with one key share task %s", alice)
+	}
+	if again := call("alice"); again != alice {
+		t.Fatalf("alice's retry: task %s, want %s", again, alice)
+	}
+	if again := call("bob"); again != bob {
+		t.Fatalf("bob's retry: task %s, want %s", again, bob)
+	}
+	if want := taskstate.IdempotentID(ae.owner("alice"), "shared-key", ""); alice != want {
+		t.Fatalf("alice's task %s, want IdempotentID of her owner key %s", alice, want)
 	}
 }

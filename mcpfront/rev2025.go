@@ -273,6 +273,11 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeResult(w, c.req.ID, bad)
 		return
 	}
+	key, rerr := idempotencyKey(r, p.Meta) // idem.go
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
 	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
 		return
 	}
@@ -281,13 +286,14 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		Era: taskstate.Era20251125, Mode: taskstate.ModeTask, Meta: legacyMeta(c, p.Meta),
 		StatusMessage: s.awaiting(tool),
 	}
+	keyCall(req, key, "")
 	if asTask {
 		if p.Task.TTL != nil {
 			req.TTL = min(max(time.Duration(*p.Task.TTL)*time.Millisecond, time.Second), maxLegacyTTL)
 		}
-		t, err := s.prod.Create(ctx, req)
+		t, err := s.prod.Create(ctx, req) // a keyed call's existing task as it stands
 		if err != nil {
-			s.internalError(w, c.req.ID, "starting the task", err)
+			writeError(w, c.req.ID, s.startError("starting the task", err))
 			return
 		}
 		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
@@ -477,13 +483,13 @@ func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *htt
 		create:   func() error { _, err := s.prod.Create(ctx, req); return err },
 	})
 	if errors.Is(err, errNotStarted) {
-		s.internalError(w, c.req.ID, "starting the call", err)
+		writeError(w, c.req.ID, s.startError("starting the call", err))
 		return
 	}
 	if err != nil {
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
-		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
+		s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
 			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; the call was cancelled", describe(req), s.cfg.SyncTimeout)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {

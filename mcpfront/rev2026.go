@@ -311,6 +311,11 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	key, rerr := idempotencyKey(r, c.meta) // idem.go
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
 	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
 		return
 	}
@@ -327,12 +332,17 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		Era: taskstate.Era20260728, Mode: mode, Meta: jobMeta(c.meta, answers),
 		StatusMessage: s.awaiting(tool),
 	}
+	keyCall(req, key, p.RequestState)
 	if mode == taskstate.ModeTask {
 		versions, stop := s.followInline(ctx, tool, req.ID) // before the create: no version is missed
 		defer stop()
-		t, err := s.prod.Create(ctx, req)
+		t, created, err := s.prod.CreateOrGet(ctx, req)
 		if err != nil {
-			s.internalError(w, c.req.ID, "starting the task", err)
+			writeError(w, c.req.ID, s.startError("starting the task", err))
+			return
+		}
+		if !created {
+			s.replyExisting(ctx, w, c, tool, t) // idem.go
 			return
 		}
 		if final := awaitInline(versions); final != nil && s.replyInline(ctx, w, c, final) {

@@ -69,9 +69,9 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		s.internalError(w, c.req.ID, "following the call's record", err)
 		return
 	}
-	if _, err := s.prod.Create(ctx, req); err != nil {
-		s.log.Error().Err(err).Str("tool", req.Tool).Msg("starting call")
-		out.fail(errorf(vocab.CodeInternalError, http.StatusInternalServerError, "internal error: the call could not be started"))
+	versions, rerr := s.startCall(ctx, req, versions) // idem.go
+	if rerr != nil {
+		out.fail(rerr)
 		return
 	}
 	final, err := waitCall(ctx, versions, req.Mode == taskstate.ModeGather)
@@ -80,7 +80,7 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// cancels its request (2026-07-28: closing the stream is cancel).
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
-		_, _ = s.prod.Cancel(dctx, req.ID, "the waiting client went away or the wait timed out")
+		s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
 			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -110,6 +111,15 @@ type Request struct {
 	// ID, when set, makes Create idempotent: a retry with the same id returns
 	// the existing record instead of starting a second job.
 	ID string
+	// IdempotencyKey, when set, is the client's idempotency key for the
+	// call: the task's id is taskstate.IdempotentID(Owner, IdempotencyKey,
+	// Round) (ID is set to it), and a call whose key finds an existing
+	// task gets that task (CreateOrGet) — or ErrKeyReused when the task is
+	// of another call (another kind, tool or arguments).
+	IdempotencyKey string
+	// Round tells apart the rounds of one multi-round (MRTR) call: the
+	// requestState the call brings back, "" for a first call.
+	Round string
 	// StatusMessage is the record's first statusMessage (e.g. that no
 	// worker serves the tool right now: taskstate.AwaitingWorker).
 	StatusMessage string
@@ -118,10 +128,88 @@ type Request struct {
 // ErrStart wraps a failure to start a job; the task has been marked failed.
 var ErrStart = errors.New("producer: job not started")
 
+// ErrKeyReused is CreateOrGet's (and Create's) refusal of a call whose
+// idempotency key names an existing task of another call: another kind,
+// tool or arguments. The error is a *KeyReusedError, which matches it.
+var ErrKeyReused = errors.New("producer: idempotency key was used for another call")
+
+// KeyReusedError says which call an idempotency key belongs to.
+type KeyReusedError struct {
+	Key string
+	// Kind and Tool are those of the task the key created; SameTool says
+	// they are the refused call's too (its arguments differ).
+	Kind, Tool string
+	SameTool   bool
+}
+
+func (e *KeyReusedError) Error() string {
+	what := fmt.Sprintf("%s %q", cmp.Or(e.Kind, "tool"), e.Tool)
+	if e.SameTool {
+		what += " with other arguments"
+	}
+	return fmt.Sprintf("idempotency key %q was used for another call (%s)", e.Key, what)
+}
+
+// Is makes a KeyReusedError match ErrKeyReused.
+func (e *KeyReusedError) Is(target error) bool { return target == ErrKeyReused }
+
 // Create writes the record (working) and starts the job. It returns once both
 // are durable, so an immediate tasks/get finds the task. If the start fails
 // the record is marked failed and an error wrapping ErrStart is returned.
+// A request whose ID or IdempotencyKey names an existing task gets that
+// task (see CreateOrGet).
 func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, error) {
+	t, _, err := p.CreateOrGet(ctx, r)
+	return t, err
+}
+
+// CreateOrGet is Create that also tells whether this call created the task.
+// When r.ID or r.IdempotencyKey names a task that exists, it starts nothing
+// and returns that task as it stands (created false); with an idempotency
+// key, a task of another call (another kind, tool or arguments:
+// taskstate.InputDigest) is refused with an error wrapping ErrKeyReused,
+// along with that task. Of several calls racing for one id, on any number
+// of api replicas, the store's create-if-absent lets exactly one create the
+// record, and only that one publishes the job: the others read its record.
+// A creator that dies before it publishes leaves a working record without
+// a job, which the reaper republishes (Reap, PublishGrace).
+func (p *Producer) CreateOrGet(ctx context.Context, r *Request) (*taskstate.Task, bool, error) {
+	if r.IdempotencyKey != "" {
+		if err := taskstate.CheckIdempotencyKey(r.IdempotencyKey); err != nil {
+			return nil, false, fmt.Errorf("producer: idempotency key %w", err)
+		}
+		r.ID = taskstate.IdempotentID(r.Owner, r.IdempotencyKey, r.Round)
+	}
+	for range 3 {
+		var t *taskstate.Task
+		err := taskstate.ErrNotFound
+		if r.IdempotencyKey != "" {
+			t, err = p.store.Get(ctx, r.ID) // a retry mostly finds its task: nothing to store
+		}
+		if errors.Is(err, taskstate.ErrNotFound) {
+			t, err = p.create(ctx, r)
+			if !errors.Is(err, taskstate.ErrExists) {
+				return t, err == nil, err
+			}
+			t, err = p.store.Get(ctx, r.ID)
+		}
+		if errors.Is(err, taskstate.ErrNotFound) {
+			continue // it expired in between: create it afresh
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("producer: reading the existing task: %w", err)
+		}
+		if r.IdempotencyKey != "" && t.InputDigest != taskstate.InputDigest(r.Kind, r.Tool, r.Arguments) {
+			return t, false, &KeyReusedError{Key: r.IdempotencyKey, Kind: t.Kind, Tool: t.Tool, SameTool: t.Kind == r.Kind && t.Tool == r.Tool}
+		}
+		return t, false, nil
+	}
+	return nil, false, fmt.Errorf("producer: task %s keeps vanishing between create and read", r.ID)
+}
+
+// create is Create of a new record: taskstate.ErrExists (unwrapped) when
+// r.ID is taken.
+func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, error) {
 	now := p.cfg.Now().UTC()
 	id := r.ID
 	if r.Mode == "" {
@@ -133,7 +221,14 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 	tel := p.cfg.Telemetry
 	ctx, end := tel.StartCreate(ctx, id, r.Kind, r.Tool)
 	defer end(nil)
-	args, ref, err := p.putArgs(ctx, id, r.Arguments)
+	digest, blob := "", "args"
+	if r.IdempotencyKey != "" {
+		// Racing calls of one key each store their own arguments' blob
+		// (named by their digest): a loser's never replaces the winner's.
+		digest = taskstate.InputDigest(r.Kind, r.Tool, r.Arguments)
+		blob = "args-" + digest[:16]
+	}
+	args, ref, err := p.putArgs(ctx, id, blob, r.Arguments)
 	if err != nil {
 		end(err)
 		return nil, err
@@ -145,6 +240,7 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Arguments:      args,
 		ArgumentsRef:   ref,
 		Owner:          r.Owner,
+		IdempotencyKey: r.IdempotencyKey,
 		Era:            r.Era,
 		Mode:           r.Mode,
 		Status:         taskstate.Working,
@@ -155,11 +251,15 @@ func (p *Producer) Create(ctx context.Context, r *Request) (*taskstate.Task, err
 		PollIntervalMs: p.cfg.PollInterval.Milliseconds(),
 		Meta:           tel.Inject(ctx, r.Meta), // the job continues this trace
 	}
+	t.InputDigest = digest
 	wctx, wend := tel.StartWrite(ctx, id)
 	err = p.store.Create(wctx, t)
 	wend(err)
 	if errors.Is(err, taskstate.ErrExists) && r.ID != "" {
-		return p.store.Get(ctx, id)
+		if ref != nil && digest != "" {
+			p.dropLostArgs(ctx, ref.Key)
+		}
+		return nil, taskstate.ErrExists
 	}
 	if err != nil {
 		return nil, fmt.Errorf("producer: create record: %w", err)
@@ -239,17 +339,30 @@ func (p *Producer) Resume(ctx context.Context, t *taskstate.Task) error {
 
 // putArgs keeps arguments larger than taskstate.InlineMax in a blob of the
 // task (when the store keeps blobs), returning what the record holds.
-func (p *Producer) putArgs(ctx context.Context, id string, args json.RawMessage) (json.RawMessage, *taskstate.BlobRef, error) {
+func (p *Producer) putArgs(ctx context.Context, id, name string, args json.RawMessage) (json.RawMessage, *taskstate.BlobRef, error) {
 	blobs, ok := p.store.(taskstate.Blobs)
 	if !ok || len(args) <= taskstate.InlineMax {
 		return args, nil, nil
 	}
-	key := taskstate.BlobKey(id, "args")
+	key := taskstate.BlobKey(id, name)
 	n, err := blobs.PutBlob(ctx, key, bytes.NewReader(args), 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("producer: storing the arguments: %w", err)
 	}
 	return nil, &taskstate.BlobRef{Key: key, Size: n}, nil
+}
+
+// dropLostArgs removes the arguments' blob a keyed call stored before it
+// lost the race for its task's record, unless the winner's record uses the
+// same blob (the same call: same digest, same name).
+func (p *Producer) dropLostArgs(ctx context.Context, key string) {
+	t, err := p.store.Get(ctx, strings.SplitN(key, "/", 2)[0])
+	if err == nil && t.ArgumentsRef != nil && t.ArgumentsRef.Key == key {
+		return
+	}
+	if err := p.store.(taskstate.Blobs).DeleteBlob(ctx, key); err != nil {
+		p.cfg.Logger.Warn().Err(err).Str("blob", key).Msg("removing the arguments of a call that found its task already created")
+	}
 }
 
 // finished counts t, which ended here (failed or cancelled, not by a

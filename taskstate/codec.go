@@ -25,6 +25,8 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 	w.str(`,"tool":`, t.Tool, false)
 	w.raw(`,"arguments":`, t.Arguments)
 	w.str(`,"owner":`, t.Owner, true)
+	w.str(`,"idempotencyKey":`, t.IdempotencyKey, true)
+	w.str(`,"inputDigest":`, t.InputDigest, true)
 	w.str(`,"era":`, string(t.Era), false)
 	w.str(`,"mode":`, string(t.Mode), false)
 	w.str(`,"status":`, string(t.Status), false)
@@ -361,6 +363,10 @@ func (d *recordReader) field(key []byte, t *Task) bool {
 		return d.str(&t.Tool)
 	case "owner":
 		return d.str(&t.Owner)
+	case "idempotencyKey":
+		return d.str(&t.IdempotencyKey)
+	case "inputDigest":
+		return d.str(&t.InputDigest)
 	case "era":
 		return d.str((*string)(&t.Era))
 	case "mode":

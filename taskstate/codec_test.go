@@ -22,6 +22,7 @@ func codecRecords() []*Task {
 	add(func(t *Task) {})
 	add(func(t *Task) {
 		t.Kind, t.Owner, t.StatusMessage, t.PollIntervalMs, t.Attempt, t.Requeues, t.MaxAttempts = KindPrompt, "alice", "half way", 500, 2, 1, 5
+		t.IdempotencyKey, t.InputDigest = "retry-7 {a b}", InputDigest(KindPrompt, "noop", nil)
 		t.Arguments = json.RawMessage(`{"a":[1,2,{"b":null}],"c":"d"}`)
 		t.Lease = &Lease{Worker: "w-1", Expires: now.Add(30 * time.Second)}
 		t.Parked, t.Parks, t.Checkpoint = &Parked{Since: now, Until: now.Add(time.Hour)}, 1, json.RawMessage(`{"page":3}`)

@@ -98,17 +98,23 @@ type Lease struct {
 // Task is the durable record of one tool call. It is stored once, whatever
 // wire created it; the wires map it at the edge.
 type Task struct {
-	ID            string          `json:"id"`
-	Kind          string          `json:"kind,omitempty"` // KindTool or KindPrompt
-	Tool          string          `json:"tool"`
-	Arguments     json.RawMessage `json:"arguments,omitempty"`
-	Owner         string          `json:"owner,omitempty"`
-	Era           Era             `json:"era"`
-	Mode          Mode            `json:"mode"`
-	Status        Status          `json:"status"`
-	StatusMessage string          `json:"statusMessage,omitempty"`
-	CreatedAt     time.Time       `json:"createdAt"`
-	LastUpdatedAt time.Time       `json:"lastUpdatedAt"`
+	ID        string          `json:"id"`
+	Kind      string          `json:"kind,omitempty"` // KindTool or KindPrompt
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Owner     string          `json:"owner,omitempty"`
+	// IdempotencyKey is the key the client sent with the call that created
+	// the task (its id is then IdempotentID of it), and InputDigest that
+	// call's InputDigest: a later call with the key and another digest is
+	// another call, refused.
+	IdempotencyKey string    `json:"idempotencyKey,omitempty"`
+	InputDigest    string    `json:"inputDigest,omitempty"`
+	Era            Era       `json:"era"`
+	Mode           Mode      `json:"mode"`
+	Status         Status    `json:"status"`
+	StatusMessage  string    `json:"statusMessage,omitempty"`
+	CreatedAt      time.Time `json:"createdAt"`
+	LastUpdatedAt  time.Time `json:"lastUpdatedAt"`
 	// TTLMs is the retention after the task turns terminal; 0 means unlimited.
 	TTLMs          int64                      `json:"ttlMs"`
 	PollIntervalMs int64                      `json:"pollIntervalMs,omitempty"`

@@ -23,6 +23,16 @@ const (
 	MetaInputResponses = "inputResponses"
 )
 
+// A tools/call's idempotency key, on either wire: the HTTP header
+// HeaderIdempotencyKey or the request's params._meta entry
+// MetaIdempotencyKey (both: they must agree). The same principal calling
+// with the same key within the task's TTL gets the task the first call
+// created, and the tool runs once.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	MetaIdempotencyKey   = "io.mcpqueue/idempotency-key"
+)
+
 // JSON-RPC 2.0 error codes.
 const (
 	CodeParseError     = -32700 // the body is not JSON

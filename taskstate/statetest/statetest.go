@@ -84,6 +84,7 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 		{"CreateGetRoundTrip", s.createGetRoundTrip},
 		{"CreateDuplicate", s.createDuplicate},
 		{"CreateInvalidID", s.createInvalidID},
+		{"CreateIdempotentRace", s.createIdempotentRace},
 		{"GetUnknown", s.getUnknown},
 		{"UpdateBumpsRevision", s.updateBumpsRevision},
 		{"UpdateStaleRevision", s.updateStaleRevision},
@@ -359,6 +360,53 @@ func (s *suite) createDuplicate(t *testing.T, e *env) {
 		t.Fatalf("Create of an existing id: err = %v, want ErrExists", err)
 	}
 	sameRecord(t, "record after duplicate Create", e.get(t, first.ID), first)
+}
+
+// createIdempotentRace: many clients of the store create the record of one
+// idempotency key (taskstate.IdempotentID) at once, as api replicas do for a
+// retried call: exactly one Create succeeds, every other gets ErrExists, and
+// all of them then read the winner's record, key and digest included.
+func (s *suite) createIdempotentRace(t *testing.T, e *env) {
+	const n = 12
+	id := taskstate.IdempotentID("owner-"+taskstate.NewID(), "retry-key", "")
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		winners []*taskstate.Task
+		errs    []error
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			task := newTask()
+			task.ID, task.IdempotencyKey = id, "retry-key"
+			task.InputDigest = taskstate.InputDigest(task.Kind, task.Tool, task.Arguments)
+			task.StatusMessage = fmt.Sprintf("attempt %d", i)
+			<-start
+			err := e.store.Create(e.ctx, task)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				winners = append(winners, task)
+			case !errors.Is(err, taskstate.ErrExists):
+				errs = append(errs, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("racing Create of one id: %v, want nil or ErrExists", err)
+	}
+	if len(winners) != 1 {
+		t.Fatalf("%d of %d racing Creates of one id succeeded, want exactly 1", len(winners), n)
+	}
+	got := e.get(t, id)
+	sameRecord(t, "the record after the race", got, winners[0])
+	if got.IdempotencyKey != "retry-key" || got.InputDigest == "" {
+		t.Fatalf("stored record lost its key or digest: %q, %q", got.IdempotencyKey, got.InputDigest)
+	}
 }
 
 func (s *suite) createInvalidID(t *testing.T, e *env) {

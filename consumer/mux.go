@@ -205,7 +205,7 @@ func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
 		parkAfter: t.ParkAfter, inputTimeout: t.InputTimeout,
 		noRepeat: why,
-		run: run,
+		run:      run,
 	}
 }
 

@@ -261,8 +261,8 @@ func TestNoRepeatAfterShutdown(t *testing.T) {
 func TestRedeliverMistakesPanic(t *testing.T) {
 	h := func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) { return nil, nil }
 	for want, tool := range map[string]consumer.Tool{
-		"unknown Redeliver 7":                            {Name: "a", Redeliver: consumer.Redeliver(7)},
-		"annotation idempotentHint is string false":      {Name: "b", Annotations: map[string]any{"idempotentHint": "false"}},
+		"unknown Redeliver 7":                             {Name: "a", Redeliver: consumer.Redeliver(7)},
+		"annotation idempotentHint is string false":       {Name: "b", Annotations: map[string]any{"idempotentHint": "false"}},
 		"annotation destructiveHint is float64 1, want a": {Name: "c", Annotations: map[string]any{"destructiveHint": 1.0}},
 	} {
 		func() {

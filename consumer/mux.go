@@ -64,6 +64,12 @@ type Tool struct {
 	// leases) before it fails. Zero uses Config.MaxAttempts. Runs that end
 	// by parking (below) do not count.
 	MaxAttempts int
+	// Redeliver says whether a task of this tool runs again after a run
+	// that did not finish (its worker died or lost its lease): the default,
+	// RedeliverAuto, follows Annotations (idempotentHint: false or
+	// destructiveHint: true: not run again, the task fails saying why);
+	// RedeliverAlways and RedeliverNever override them. See Redeliver.
+	Redeliver Redeliver
 	// ParkAfter is how long a task's run waits for its client's answers
 	// before it parks: the run ends, its worker slot is free, and the task
 	// waits (input_required) with no run until the last answer arrives;
@@ -97,6 +103,9 @@ type entry struct {
 	// The tool's own settings (Tool); zero takes the worker's.
 	maxConcurrency, maxAttempts    int
 	lease, parkAfter, inputTimeout time.Duration
+	// noRepeat is why an unfinished run of the tool is not run again
+	// ("idempotentHint: false"); "": it is (Redeliver, redeliver.go).
+	noRepeat string
 	// run decodes the arguments, calls the handler and encodes its result.
 	run func(ctx context.Context, cs *callState) (json.RawMessage, error)
 }
@@ -172,6 +181,9 @@ func checkTool(t Tool) Tool {
 	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 || t.InputTimeout < 0 {
 		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts, Timeout or InputTimeout", t.Name))
 	}
+	if _, err := noRepeat(t); err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: %v", t.Name, err))
+	}
 	return t
 }
 
@@ -181,6 +193,7 @@ func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs
 	if t.Annotations != nil {
 		ann, _ = json.Marshal(t.Annotations)
 	}
+	why, _ := noRepeat(t) // checkTool refused the errors
 	return &entry{
 		info: taskstate.ToolInfo{
 			Name: t.Name, Title: t.Title, Description: t.Description,
@@ -191,7 +204,8 @@ func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs
 		timeout:        t.Timeout,
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
 		parkAfter: t.ParkAfter, inputTimeout: t.InputTimeout,
-		run: run,
+		noRepeat: why,
+		run:      run,
 	}
 }
 

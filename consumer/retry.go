@@ -17,6 +17,9 @@ import (
 // with the task's statusMessage saying why; the last attempt fails the task
 // with err's message. A handler that relays calls to another process
 // returns it when that process dies mid-call (package bridge).
+//
+// A Retryable error runs the handler again even for a tool that is not
+// safe to repeat (Tool.Redeliver): returning it is the handler's choice.
 func Retryable(err error) error {
 	if err == nil {
 		return nil
@@ -47,6 +50,7 @@ func (w *Worker) retry(io context.Context, log zerolog.Logger, cs *callState, d 
 		}
 		t.Lease = nil // the next run need not wait for this one's lease
 		t.StatusMessage = msg
+		t.Retries++ // this run ended on purpose (see Redeliver)
 		return nil
 	})
 	switch {

@@ -169,6 +169,7 @@ var (
 	errExhausted     = errors.New("consumer: attempts exhausted")
 	errLeaseHeld     = errors.New("consumer: another worker holds the task's lease")
 	errWaiting       = errors.New("consumer: the task is parked, waiting for client input")
+	errNoRepeat      = errors.New("consumer: an earlier run did not finish and the tool is not safe to repeat")
 )
 
 // Run publishes mux's tools, pulls jobs with Concurrency slots and runs them
@@ -477,8 +478,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	// is a duplicate job (a requeue, or a redelivery racing the holder's
 	// renewal) and it comes back once that lease would have lapsed. Each
 	// take bumps the attempt, and the attempt fences every later write, so
-	// of two runs only the newest can write.
+	// of two runs only the newest can write. A tool not safe to repeat
+	// (Redeliver) is not taken after a run that did not finish, unless
+	// that run kept a checkpoint to go on from.
 	var held *taskstate.Lease
+	var lost int // the attempt that did not finish
 	attempts := w.attempts(e)
 	take := func(t *taskstate.Task) error {
 		if l := t.Lease; l != nil && l.Worker != w.cfg.ID && l.Expires.After(w.cfg.Now()) {
@@ -487,6 +491,10 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		}
 		if t.Parked != nil {
 			return errWaiting
+		}
+		if e.noRepeat != "" && unfinished(t) && len(t.Checkpoint) == 0 {
+			lost = t.Attempt
+			return errNoRepeat
 		}
 		if t.Runs() >= attempts {
 			return errExhausted
@@ -501,7 +509,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	}
 	var attempt int
 	_, redelivers := d.(broker.Redeliverer)
-	if probe := rec.Clone(); redelivers && d.Delivered() == 1 && job.Dedupe == "" && take(probe) == nil {
+	if probe := rec.Clone(); redelivers && d.Delivered() == 1 && job.Dedupe == "" && e.noRepeat == "" && take(probe) == nil {
 		// Lazy take: on the first delivery of a task's first job, which
 		// no other run can hold, the take is not written on its own. The
 		// run's first write carries it — for a task that ends within
@@ -511,6 +519,8 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		// job again after the lease (broker.Redeliverer; a broker without
 		// that needs the record's lease, so its runs take first), and a
 		// redelivery is no first delivery: it takes eagerly, and counts.
+		// A tool not safe to repeat takes eagerly even so: a crash after
+		// its handler started must show on the record.
 		attempt = probe.Attempt
 		cs.deferTake(attempt, take)
 	} else {
@@ -520,6 +530,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
 			w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg})
 			_ = d.Term(io, msg)
+			return
+		case errors.Is(err, errNoRepeat):
+			msg := notRepeated(job.Tool, lost, "died", e.noRepeat)
+			log.Warn().Int("lost_attempt", lost).Str("why", e.noRepeat).Msg("an earlier run did not finish and the tool is not safe to repeat; failing the task")
+			w.settle(io, d, w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}))
 			return
 		case errors.Is(err, errWaiting):
 			// A stale job of a parked task: the last answer publishes a new one.
@@ -568,7 +583,13 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	w.cfg.Telemetry.TaskRan(job.Tool, took)
 
 	switch cause := context.Cause(hctx); {
-	case errors.Is(cause, ErrShutdown):
+	case errors.Is(cause, ErrShutdown) && herr != nil && !w.repeatable(e, cs, herr):
+		// Cut short, and not safe to run again: the task ends here, as it
+		// would at the next take.
+		log.Warn().Str("why", e.noRepeat).Msg("shutdown interrupted a tool that is not safe to repeat; failing the task")
+		herr = &ProtocolError{Code: vocab.CodeInternalError, Message: notRepeated(job.Tool, attempt, "shut down before it finished", e.noRepeat)}
+		res = nil
+	case errors.Is(cause, ErrShutdown) && (herr != nil || e.noRepeat == ""):
 		// Not the task's fault: this run does not count as an attempt.
 		log.Info().Msg("shutdown interrupted the task; returning the job to the queue")
 		if !cs.takePending() { // else nothing was written
@@ -621,15 +642,32 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			rpcErr = toRPCError(herr)
 		}
 	}
-	switch w.finish(io, log.With().Dur("took", took).Logger(), cs, d, result, rpcErr) {
+	if f := w.finish(io, log.With().Dur("took", took).Logger(), cs, d, result, rpcErr); f == finishDone {
+		cs.endNotifications(io)
+		_ = d.Ack(io)
+	} else {
+		w.settle(io, d, f) // a retry, or another run owns the task and maybe this very job
+	}
+}
+
+// settle does with the job what finish's result says: ack it, run it
+// again, or leave it to the run that took the task over.
+func (w *Worker) settle(io context.Context, d broker.Delivery, f finishResult) {
+	switch f {
 	case finishRetry:
 		_ = d.Retry(io, backoff(d.Delivered()))
 	case finishFenced:
-		// As above: another run owns the task and maybe this very job.
 	default:
-		cs.endNotifications(io)
 		_ = d.Ack(io)
 	}
+}
+
+// repeatable reports whether a run of e that ended with herr, cut short,
+// may run again: the tool is safe to repeat, its handler checkpointed, or
+// it returned a Retryable error (it chose to run again).
+func (w *Worker) repeatable(e *entry, cs *callState, herr error) bool {
+	var re *retryable
+	return e.noRepeat == "" || cs.checkpointed() || errors.As(herr, &re)
 }
 
 // What finish did with an outcome, and so what becomes of the job.

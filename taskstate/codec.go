@@ -58,6 +58,7 @@ func appendRecord(b []byte, t *Task) ([]byte, bool) {
 		w.b = append(w.b, '}')
 	}
 	w.num(`,"parks":`, int64(t.Parks), true)
+	w.num(`,"retries":`, int64(t.Retries), true)
 	w.raw(`,"checkpoint":`, t.Checkpoint)
 	if t.ArgumentsRef != nil || t.ResultRef != nil || t.Artifacts != nil {
 		w.ok = false // rare: encoding/json writes them
@@ -391,6 +392,8 @@ func (d *recordReader) field(key []byte, t *Task) bool {
 		return d.smallInt(&t.Requeues)
 	case "parks":
 		return d.smallInt(&t.Parks)
+	case "retries":
+		return d.smallInt(&t.Retries)
 	case "checkpoint":
 		return d.raw(&t.Checkpoint)
 	case "parked":

@@ -25,7 +25,7 @@ func codecRecords() []*Task {
 		t.IdempotencyKey, t.InputDigest = "retry-7 {a b}", InputDigest(KindPrompt, "noop", nil)
 		t.Arguments = json.RawMessage(`{"a":[1,2,{"b":null}],"c":"d"}`)
 		t.Lease = &Lease{Worker: "w-1", Expires: now.Add(30 * time.Second)}
-		t.Parked, t.Parks, t.Checkpoint = &Parked{Since: now, Until: now.Add(time.Hour)}, 1, json.RawMessage(`{"page":3}`)
+		t.Parked, t.Parks, t.Retries, t.Checkpoint = &Parked{Since: now, Until: now.Add(time.Hour)}, 1, 1, json.RawMessage(`{"page":3}`)
 		t.Meta = map[string]json.RawMessage{"progressToken": json.RawMessage(`"p"`), "clientCapabilities": json.RawMessage(`{}`), "z": nil}
 	})
 	add(func(t *Task) {

@@ -141,6 +141,10 @@ type Task struct {
 	// Parks counts the runs that ended by parking; they are not attempts
 	// (Attempt counts every take, so runs stay fenced from each other).
 	Parks int `json:"parks,omitempty"`
+	// Retries counts the runs that ended by asking to run again
+	// (consumer.Retryable). A run counted in Runs and not here, on a task
+	// not terminal, did not finish: its worker died or lost its lease.
+	Retries int `json:"retries,omitempty"`
 	// Checkpoint is state a handler keeps across its runs (Call.Checkpoint).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
 	// ArgumentsRef and ResultRef stand for Arguments and Result when these

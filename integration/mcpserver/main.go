@@ -1,13 +1,16 @@
-// Command mcpserver is a small go-sdk MCP server on stdio whose tool list
-// changes while it runs, for the bridge's end-to-end tests: grow adds a
-// tool, prune removes one, and go-sdk announces each change with
-// notifications/tools/list_changed.
+// Command mcpserver is a small go-sdk MCP server on stdio for the bridge's
+// end-to-end tests. Its tool list changes while it runs: grow adds a tool,
+// prune removes one, and go-sdk announces each change with
+// notifications/tools/list_changed. unsafe_step (idempotentHint: false)
+// and safe_step (idempotentHint: true) count their runs in a file, for the
+// tests of what runs again after a worker dies.
 package main
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -18,6 +21,37 @@ type named struct {
 
 func text(s string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: s}}}
+}
+
+type marked struct {
+	Marker string `json:"marker" jsonschema:"a file each run appends a line to"`
+}
+
+// step appends a line to in.Marker; on the first run (the file had no
+// line) it then waits until the call ends, so that its worker can be
+// killed mid-run; a later run answers at once, saying which run it is.
+func step(ctx context.Context, _ *mcp.CallToolRequest, in marked) (*mcp.CallToolResult, any, error) {
+	f, err := os.OpenFile(in.Marker, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, err = f.WriteString("run\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := os.ReadFile(in.Marker)
+	if err != nil {
+		return nil, nil, err
+	}
+	n := strings.Count(string(b), "\n")
+	if n == 1 {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	return text(fmt.Sprintf("run %d", n)), nil, nil
 }
 
 func main() {
@@ -35,6 +69,10 @@ func main() {
 			s.RemoveTools(in.Name)
 			return text("removed " + in.Name), nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "unsafe_step", Description: "Runs a step that must not run twice.",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: false}}, step)
+	mcp.AddTool(s, &mcp.Tool{Name: "safe_step", Description: "Runs a step that may run again.",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, step)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -259,15 +259,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 	}
 	ans := listAnswer{Tasks: []row{}, Counts: map[string]map[string]int{}}
 	var match []*taskstate.Task
-	read := 0
-	err := c.cfg.Store.Scan(r.Context(), false, func(t *taskstate.Task) bool {
-		if read++; read > c.cfg.MaxScan {
-			ans.Truncated = true
-			return false
-		}
-		if !who.sees(t) {
-			return true
-		}
+	truncated, err := c.scan(r.Context(), who, func(t *taskstate.Task) {
 		if ans.Counts[t.Tool] == nil {
 			ans.Counts[t.Tool] = map[string]int{}
 		}
@@ -276,8 +268,8 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 		if (tool == "" || t.Tool == tool) && (status == "" || s == status) {
 			match = append(match, t)
 		}
-		return true
 	})
+	ans.Truncated = truncated
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "reading tasks: "+err.Error())
 		return
@@ -293,6 +285,23 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 		ans.Tasks = append(ans.Tasks, rowOf(t))
 	}
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// scan calls fn with every record the caller sees, reading at most MaxScan
+// records; truncated says more exist.
+func (c *Console) scan(ctx context.Context, who caller, fn func(*taskstate.Task)) (truncated bool, err error) {
+	read := 0
+	err = c.cfg.Store.Scan(ctx, false, func(t *taskstate.Task) bool {
+		if read++; read > c.cfg.MaxScan {
+			truncated = true
+			return false
+		}
+		if who.sees(t) {
+			fn(t)
+		}
+		return true
+	})
+	return truncated, err
 }
 
 // timings of a task. Picked up is when the console saw the first attempt

@@ -92,15 +92,7 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, who caller) {
 		}
 	}
 	counted := map[string]bool{} // tasks ended in the series' minutes, as the scan read them
-	read := 0
-	err := c.cfg.Store.Scan(r.Context(), false, func(t *taskstate.Task) bool {
-		if read++; read > c.cfg.MaxScan {
-			ans.Truncated = true
-			return false
-		}
-		if !who.sees(t) {
-			return true
-		}
+	truncated, err := c.scan(r.Context(), who, func(t *taskstate.Task) {
 		q := line(taskstate.CatalogKey(t.Kind, t.Tool))
 		switch {
 		case t.Status.Terminal():
@@ -120,8 +112,8 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, who caller) {
 		default:
 			q.Queued++
 		}
-		return true
 	})
+	ans.Truncated = truncated
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "reading tasks: "+err.Error())
 		return

@@ -261,6 +261,16 @@ func TestConsoleQueue(t *testing.T) {
 	}
 }
 
+// getOK reads path as an anonymous caller, which must get 200.
+func getOK[T any](t *testing.T, f *fixture, path string) T {
+	t.Helper()
+	var v T
+	if code := f.do(t, "GET", path, "", &v); code != 200 {
+		t.Fatalf("GET %s: %d", path, code)
+	}
+	return v
+}
+
 type timelineAnswer struct {
 	Status   string `json:"status"`
 	Timeline []struct {
@@ -298,14 +308,7 @@ func (a timelineAnswer) steps() []string {
 // feed; and once it ended and was purged, the queue view still counts it.
 func TestConsoleTimeline(t *testing.T) {
 	f := newFixture(t, console.Config{Now: func() time.Time { return queueNow }})
-	detail := func(id string) timelineAnswer {
-		t.Helper()
-		var d timelineAnswer
-		if code := f.do(t, "GET", "/console/api/tasks/"+id, "", &d); code != 200 {
-			t.Fatalf("detail: %d", code)
-		}
-		return d
-	}
+	detail := func(id string) timelineAnswer { return getOK[timelineAnswer](t, f, "/console/api/tasks/"+id) }
 	// The console follows the feed from its first request on.
 	if code := f.do(t, "GET", "/console/api/tasks", "", nil); code != 200 {
 		t.Fatalf("list: %d", code)
@@ -363,7 +366,7 @@ func TestConsoleTimeline(t *testing.T) {
 	step(5, func(x *taskstate.Task) {
 		x.Status, x.Parked, x.InputRequests = taskstate.Working, nil, nil
 		x.Requeues++
-	}, "requeued", "resumed")
+	}, "resumed", "requeued")
 	step(6, func(x *taskstate.Task) {
 		x.Attempt = 2
 		x.Lease = &taskstate.Lease{Worker: "w2", Expires: at(60)}

@@ -215,6 +215,18 @@ func (k *tracker) see(t *taskstate.Task) {
 		}
 		h.events = append(h.events, e)
 	}
+	// In the order they happen when one version tells several: answers
+	// come in, the parked task resumes and is queued again, a worker takes
+	// it, its run asks for input, parks.
+	if n := len(t.InputResponses); n > h.answers {
+		add(event{What: evAnswered, Detail: plural(n-h.answers, "answer")})
+	}
+	if t.Parked == nil && h.parked && !t.Status.Terminal() {
+		add(event{What: evResumed})
+	}
+	if t.Requeues > h.requeues && known {
+		add(event{What: evRequeued, Detail: "its job went back on the queue"})
+	}
 	if t.Attempt > h.attempt {
 		e := event{What: evTaken, Attempt: t.Attempt}
 		if t.Lease != nil {
@@ -225,9 +237,6 @@ func (k *tracker) see(t *taskstate.Task) {
 		}
 		add(e)
 	}
-	if t.Requeues > h.requeues && known {
-		add(event{What: evRequeued, Detail: "its job went back on the queue"})
-	}
 	var asked []string
 	for key := range t.InputRequests {
 		asked = append(asked, key)
@@ -236,14 +245,8 @@ func (k *tracker) see(t *taskstate.Task) {
 	if fresh := newKeys(h.asked, asked); fresh > 0 {
 		add(event{What: evInput, Attempt: t.Attempt, Detail: plural(fresh, "input request")})
 	}
-	switch {
-	case t.Parked != nil && !h.parked:
+	if t.Parked != nil && !h.parked {
 		add(event{What: evParked, At: t.Parked.Since, Detail: "waits for its client until " + t.Parked.Until.UTC().Format(time.RFC3339)})
-	case t.Parked == nil && h.parked && !t.Status.Terminal():
-		add(event{What: evResumed})
-	}
-	if n := len(t.InputResponses); n > h.answers {
-		add(event{What: evAnswered, Detail: plural(n-h.answers, "answer")})
 	}
 	if t.Status.Terminal() && !h.status.Terminal() {
 		add(event{What: evTerminal, Status: shown(t), Detail: t.StatusMessage})

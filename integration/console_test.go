@@ -105,8 +105,8 @@ var (
 )
 
 // The viewport of the console test: 1400 px wide, where the detail pane
-// once covered the list's cancel buttons.
-const viewW, viewH = 1400, 900
+// once covered the list's cancel buttons; and the height of its screenshot.
+const viewW, viewH, shotH = 1400, 900, 1500
 
 // TestConsoleBrowser drives the task console in headless Chromium against a
 // real api (authentication on, one console admin) and worker on each broker:
@@ -136,9 +136,10 @@ func until(t *testing.T, ctx context.Context, what string, within time.Duration,
 	}
 }
 
-// queueCell is the JavaScript text of a cell of the queue view's row of tool.
+// queueCell is the JavaScript text of an element of class cell in the queue
+// view's row of tool.
 func queueCell(tool, cell string) string {
-	return fmt.Sprintf(`(document.querySelector('#queue tbody tr[data-tool=%q] td.%s') || {}).textContent`, tool, cell)
+	return fmt.Sprintf(`(document.querySelector('#queue tbody tr[data-tool=%q] .%s') || {}).textContent`, tool, cell)
 }
 
 // sparkSum is the JavaScript sum of a sparkline's per-minute values.
@@ -297,7 +298,7 @@ func consoleBrowser(t *testing.T, path, broker string) {
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#detail[data-id=%q] #timeline li[data-what="ended"]`, ask))),
 	)
 	steps := value(t, ctx, "read the timeline", chromedp.Evaluate[string](`[...document.querySelectorAll("#timeline li")].map((li) => li.dataset.what + (li.classList.contains("seen") ? "" : "(record)")).join(" ")`))
-	if want := "created taken input parked answered resumed requeued taken ended"; steps != want {
+	if want := "created(record) taken input parked answered resumed requeued taken ended"; steps != want {
 		t.Errorf("timeline of the input round: %q, want %q", steps, want)
 	}
 	timeline := value(t, ctx, "read the timeline text", chromedp.Text(chromedp.CSS(`#timeline`)))
@@ -336,6 +337,9 @@ func consoleBrowser(t *testing.T, path, broker string) {
 		t.Errorf("the counts show the tool error in %d tool-error cells, want 1", n)
 	}
 
+	// The screenshot (docs/console.png) is of a taller window, so that it
+	// shows the whole detail pane, the timeline included.
+	step(t, ctx, "make the window taller", 10*time.Second, chromedp.EmulateViewport(viewW, shotH))
 	shot := value(t, ctx, "screenshot", chromedp.CaptureScreenshot())
 	dir := os.Getenv("MCPQ_CONSOLE_SCREENSHOT_DIR")
 	if dir == "" {
@@ -359,8 +363,8 @@ func checkScreenshot(t *testing.T, shot []byte) {
 	if err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
-	if b := img.Bounds(); b.Dx() != viewW || b.Dy() != viewH {
-		t.Fatalf("screenshot is %dx%d, want the %dx%d viewport", b.Dx(), b.Dy(), viewW, viewH)
+	if b := img.Bounds(); b.Dx() != viewW || b.Dy() != shotH {
+		t.Fatalf("screenshot is %dx%d, want the %dx%d viewport", b.Dx(), b.Dy(), viewW, shotH)
 	}
 	count := func(c color.RGBA, r image.Rectangle) int {
 		n := 0

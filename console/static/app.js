@@ -371,6 +371,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#signout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     if (state.streamAbort) state.streamAbort.abort();
+    clearInterval(state.queueTimer);
     showLogin("");
   });
   $("#tasks tbody").addEventListener("click", (ev) => {

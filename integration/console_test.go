@@ -302,7 +302,7 @@ func consoleBrowser(t *testing.T, path, broker string) {
 		t.Errorf("timeline of the input round: %q, want %q", steps, want)
 	}
 	timeline := value(t, ctx, "read the timeline text", chromedp.Text(chromedp.CSS(`#timeline`)))
-	for _, want := range []string{"attempt 1 picked up by " + rec.Task.Lease.Worker, "asked for input", "parked", "input answered", "attempt 2 picked up by", "completed"} {
+	for _, want := range []string{"attempt 1 picked up by " + rec.Task.Lease.Worker, "asked for input", "parked", "input answered", "attempt 2 picked up", "completed"} {
 		if !strings.Contains(timeline, want) {
 			t.Errorf("timeline lacks %q:\n%s", want, timeline)
 		}

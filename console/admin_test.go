@@ -73,6 +73,7 @@ func TestConsoleTenantAdmins(t *testing.T) {
 		{"GET", "/console/api/tasks/" + tk.ID},
 		{"GET", "/console/api/nope"},
 		{"GET", "/console/api/events"},
+		{"GET", "/console/api/queue"},
 		{"POST", "/console/api/tasks/" + tk.ID + "/cancel"},
 		{"POST", "/console/api/nope"},
 	}

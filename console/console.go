@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -27,6 +29,14 @@ const Path = "/console/"
 type Config struct {
 	Store    taskstate.Store
 	Producer *producer.Producer
+	// Catalog tells the queue view which tools exist and whether a worker
+	// serves each now (its heartbeat). Default: Store, when it is a
+	// Catalog too (both stores of this module are).
+	Catalog taskstate.Catalog
+	// Depth, if set, is the broker's backlog per tool (jobs queued and
+	// handed out), which the queue view shows to admins who see every
+	// tenant: it counts every tenant's jobs.
+	Depth broker.Depth
 	// Authenticate, if set, identifies the caller of an API request (from
 	// its bearer token); the API then answers only callers that one of
 	// Admins admits (ParseAdmins). Nil leaves the API open, like an api
@@ -47,6 +57,9 @@ type Config struct {
 	// feed, to note each attempt's pick-up, after its last request or the
 	// close of its last event stream. Default 2m.
 	TrackIdle time.Duration
+	// Now is the clock of the queue view's per-minute series. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Console is the http.Handler for everything under Path.
@@ -74,9 +87,16 @@ func New(ctx context.Context, cfg Config) *Console {
 	if cfg.TrackIdle <= 0 {
 		cfg.TrackIdle = trackIdle
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog, _ = cfg.Store.(taskstate.Catalog)
+	}
 	c := &Console{cfg: cfg, mux: http.NewServeMux(), gate: &Gate{Authenticate: cfg.Authenticate, Admins: cfg.Admins, AllowedHosts: cfg.AllowedHosts}}
 	c.feed, _ = cfg.Store.(taskstate.Feed)
-	c.track = newTracker(ctx, c.feed, 10000, cfg.TrackIdle)
+	c.track = newTracker(ctx, c.feed, 10000, cfg.TrackIdle, seriesMinutes*time.Minute)
+	c.track.now = cfg.Now
 	page, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is fixed at build time
@@ -90,6 +110,7 @@ func New(ctx context.Context, cfg Config) *Console {
 	c.mux.HandleFunc("GET "+Path+"api/tasks/{id}", c.guard(c.detail))
 	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
 	c.mux.HandleFunc("GET "+Path+"api/events", c.guard(c.events))
+	c.mux.HandleFunc("GET "+Path+"api/queue", c.guard(c.queue))
 	unknown := c.guard(func(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, http.StatusNotFound, "no such console API: "+r.Method+" "+r.URL.Path)
 	})
@@ -120,9 +141,49 @@ type caller struct {
 
 // sees reports whether the caller may see (and cancel) t: a tenant's admin
 // sees the tasks whose owner is in its issuer and tenant.
-func (c caller) sees(t *taskstate.Task) bool {
-	return c.owner == "" || sameTenant(c.owner, t.Owner)
+func (c caller) sees(t *taskstate.Task) bool { return c.seesOwner(t.Owner) }
+
+// seesOwner reports whether the caller may see the tasks of owner.
+func (c caller) seesOwner(owner string) bool {
+	return c.owner == "" || sameTenant(c.owner, owner)
 }
+
+// global reports whether the caller sees every tenant's tasks, and so may
+// see figures that count them all (the broker's depth).
+func (c caller) global() bool { return c.owner == "" }
+
+// toolError is the status the console shows for a task that completed with
+// a tool error (a result with isError: true): completed to the protocol of
+// 2026-07-28, failed to 2025-11-25's, and a failure to an operator.
+const toolError = "tool_error"
+
+// shown is the status the console shows for t: its status, or toolError.
+func shown(t *taskstate.Task) string {
+	if isToolError(t) {
+		return toolError
+	}
+	return string(t.Status)
+}
+
+// isToolError reports whether t completed with a tool error.
+func isToolError(t *taskstate.Task) bool {
+	if t.Status != taskstate.Completed {
+		return false
+	}
+	if t.ResultRef != nil {
+		return t.ResultRef.IsError
+	}
+	if !bytes.Contains(t.Result, []byte(`"isError"`)) {
+		return false // most results: no need to parse them
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(t.Result, &r) == nil && r.IsError
+}
+
+// validShown reports whether s names a status the console shows.
+func validShown(s string) bool { return s == toolError || taskstate.Status(s).Valid() }
 
 // guard admits an API call through the gate (Gate.admit).
 func (c *Console) guard(next func(http.ResponseWriter, *http.Request, caller)) http.HandlerFunc {
@@ -138,14 +199,17 @@ func (c *Console) guard(next func(http.ResponseWriter, *http.Request, caller)) h
 
 // row is a task as the table shows it.
 type row struct {
-	ID            string           `json:"id"`
-	Kind          string           `json:"kind,omitempty"`
-	Tool          string           `json:"tool"`
-	Owner         string           `json:"owner,omitempty"`
-	Status        taskstate.Status `json:"status"`
-	StatusMessage string           `json:"statusMessage,omitempty"`
-	Attempt       int              `json:"attempt"`
-	Worker        string           `json:"worker,omitempty"`
+	ID     string           `json:"id"`
+	Kind   string           `json:"kind,omitempty"`
+	Tool   string           `json:"tool"`
+	Owner  string           `json:"owner,omitempty"`
+	Status taskstate.Status `json:"status"`
+	// ToolError: completed with a tool error (isError: true); the page
+	// shows it as the status tool_error.
+	ToolError     bool   `json:"toolError,omitempty"`
+	StatusMessage string `json:"statusMessage,omitempty"`
+	Attempt       int    `json:"attempt"`
+	Worker        string `json:"worker,omitempty"`
 	// ParkedSince is when the task began waiting for its client with no
 	// run (consumer: park and resume).
 	ParkedSince   *time.Time `json:"parkedSince,omitempty"`
@@ -155,7 +219,7 @@ type row struct {
 }
 
 func rowOf(t *taskstate.Task) row {
-	r := row{ID: t.ID, Kind: t.Kind, Tool: t.Tool, Owner: t.Owner, Status: t.Status, StatusMessage: t.StatusMessage,
+	r := row{ID: t.ID, Kind: t.Kind, Tool: t.Tool, Owner: t.Owner, Status: t.Status, ToolError: isToolError(t), StatusMessage: t.StatusMessage,
 		Attempt: t.Attempt, CreatedAt: t.CreatedAt, LastUpdatedAt: t.LastUpdatedAt, Revision: t.Revision}
 	if t.Lease != nil {
 		r.Worker = t.Lease.Worker
@@ -168,19 +232,20 @@ func rowOf(t *taskstate.Task) row {
 }
 
 // listAnswer is GET api/tasks: the newest matching tasks and the counts by
-// tool and status over every record read.
+// tool and shown status (tool_error apart from completed) over every record
+// read.
 type listAnswer struct {
-	Tasks     []row                               `json:"tasks"`
-	Matched   int                                 `json:"matched"`
-	Counts    map[string]map[taskstate.Status]int `json:"counts"`
-	Truncated bool                                `json:"truncated"` // MaxScan records read, more exist
+	Tasks     []row                     `json:"tasks"`
+	Matched   int                       `json:"matched"`
+	Counts    map[string]map[string]int `json:"counts"`
+	Truncated bool                      `json:"truncated"` // MaxScan records read, more exist
 }
 
 func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 	q := r.URL.Query()
-	tool, status := q.Get("tool"), taskstate.Status(q.Get("status"))
-	if status != "" && !status.Valid() {
-		writeErr(w, http.StatusBadRequest, "unknown status "+strconv.Quote(string(status)))
+	tool, status := q.Get("tool"), q.Get("status")
+	if status != "" && !validShown(status) {
+		writeErr(w, http.StatusBadRequest, "unknown status "+strconv.Quote(status)+": want working, input_required, completed, tool_error, failed or cancelled")
 		return
 	}
 	limit := c.cfg.MaxTasks
@@ -192,26 +257,19 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 		}
 		limit = min(n, limit)
 	}
-	ans := listAnswer{Tasks: []row{}, Counts: map[string]map[taskstate.Status]int{}}
+	ans := listAnswer{Tasks: []row{}, Counts: map[string]map[string]int{}}
 	var match []*taskstate.Task
-	read := 0
-	err := c.cfg.Store.Scan(r.Context(), false, func(t *taskstate.Task) bool {
-		if read++; read > c.cfg.MaxScan {
-			ans.Truncated = true
-			return false
-		}
-		if !who.sees(t) {
-			return true
-		}
+	truncated, err := c.scan(r.Context(), who, func(t *taskstate.Task) {
 		if ans.Counts[t.Tool] == nil {
-			ans.Counts[t.Tool] = map[taskstate.Status]int{}
+			ans.Counts[t.Tool] = map[string]int{}
 		}
-		ans.Counts[t.Tool][t.Status]++
-		if (tool == "" || t.Tool == tool) && (status == "" || t.Status == status) {
+		s := shown(t)
+		ans.Counts[t.Tool][s]++
+		if (tool == "" || t.Tool == tool) && (status == "" || s == status) {
 			match = append(match, t)
 		}
-		return true
 	})
+	ans.Truncated = truncated
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "reading tasks: "+err.Error())
 		return
@@ -229,6 +287,23 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
+// scan calls fn with every record the caller sees, reading at most MaxScan
+// records; truncated says more exist.
+func (c *Console) scan(ctx context.Context, who caller, fn func(*taskstate.Task)) (truncated bool, err error) {
+	read := 0
+	err = c.cfg.Store.Scan(ctx, false, func(t *taskstate.Task) bool {
+		if read++; read > c.cfg.MaxScan {
+			truncated = true
+			return false
+		}
+		if who.sees(t) {
+			fn(t)
+		}
+		return true
+	})
+	return truncated, err
+}
+
 // timings of a task. Picked up is when the console saw the first attempt
 // start (the record keeps no such time): unknown for tasks picked up while
 // the console was not in use, even if it saw later attempts.
@@ -244,8 +319,13 @@ type timings struct {
 type detailAnswer struct {
 	Task     *taskstate.Task `json:"task"`
 	Revision uint64          `json:"revision"`
-	Attempts []attempt       `json:"attempts"`
-	Timings  timings         `json:"timings"`
+	// Status is the shown status (tool_error for a tool error).
+	Status   string    `json:"status"`
+	Attempts []attempt `json:"attempts"`
+	Timings  timings   `json:"timings"`
+	// Timeline is the task's life, oldest first: created, each take
+	// (attempt, worker), requeues, input rounds, parking, the end.
+	Timeline []event `json:"timeline"`
 }
 
 func (c *Console) detail(w http.ResponseWriter, r *http.Request, who caller) {
@@ -266,9 +346,12 @@ func (c *Console) detail(w http.ResponseWriter, r *http.Request, who caller) {
 		writeErr(w, http.StatusInternalServerError, "reading the task's result: "+err.Error())
 		return
 	}
-	ans := detailAnswer{Task: t, Revision: rev, Attempts: c.track.attempts(t.ID)}
-	if ans.Attempts == nil {
-		ans.Attempts = []attempt{}
+	seen := c.track.events(t.ID)
+	ans := detailAnswer{Task: t, Revision: rev, Status: shown(t), Attempts: []attempt{}, Timeline: timeline(t, seen)}
+	for _, e := range seen {
+		if e.What == evTaken {
+			ans.Attempts = append(ans.Attempts, attempt{N: e.Attempt, Worker: e.Worker, At: e.At})
+		}
 	}
 	end := time.Now().UTC()
 	tm := timings{CreatedAt: t.CreatedAt}

@@ -4,11 +4,19 @@
 // records across owners, follows the store's change feed and cancels tasks
 // through the producer.
 //
+// Besides the list, the page shows the queue per tool (GET api/queue): live
+// tasks by what they wait for, the workers seen serving each tool, the
+// catalog's liveness, the broker's depth (Config.Depth, to admins who see
+// every tenant) and the tasks ended and failed in each of the last 15
+// minutes. A task that completed with a tool error (isError) shows as
+// "tool_error".
+//
 // The console follows the change feed only while it is in use (see
 // Config.TrackIdle): an api whose console nobody opens does not decode every
-// record write of the system. The attempts it shows for a task are those it
-// saw start, so a task picked up while nobody used the console has no
-// pick-up time or attempt history on the page, only its record.
+// record write of the system. A task's timeline holds the steps the console
+// saw on the feed (takes, input rounds, the end) and what its record tells,
+// so a task picked up while nobody used the console has no pick-up time or
+// attempt history on the page, only its record.
 //
 // With an Authenticate function configured the API answers only admins: a
 // caller whose whole principal (tenant and subject, or owner key) is listed

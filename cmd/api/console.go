@@ -12,9 +12,9 @@ import (
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/producer"
-	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // consoleFlags are the task console's settings.
@@ -34,11 +34,12 @@ func (f *consoleFlags) flags(fs *flag.FlagSet) {
 // when authentication is on and no admin is named.
 // admins are the parsed --console-admins (console.ParseAdmins). It reports
 // whether it mounted the console.
-func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, prod *producer.Producer, store taskstate.Store, hosts []string, log zerolog.Logger) bool {
+func (f *consoleFlags) mount(ctx context.Context, mux *http.ServeMux, authn *jwtauth.Authenticator, admins []console.Admin, prod *producer.Producer, b *backend.Backend, hosts []string, log zerolog.Logger) bool {
 	if !f.on {
 		return false
 	}
-	cfg := console.Config{Store: store, Producer: prod, AllowedHosts: hosts}
+	cfg := console.Config{Store: b.Store, Catalog: b.Catalog, Producer: prod, AllowedHosts: hosts}
+	cfg.Depth, _ = b.Queue.(broker.Depth) // the queue view's broker depth, when the broker can tell
 	if authn != nil {
 		cfg.Admins = admins
 		if len(cfg.Admins) == 0 {

@@ -433,7 +433,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 			}
 		}
 	}
-	consoleOn := c.console.mount(ctx, mux, authn, admins, prod, b.Store, hosts, log)
+	consoleOn := c.console.mount(ctx, mux, authn, admins, prod, b, hosts, log)
 	mux.Handle("GET /{$}", rootPage(consoleOn)) // GET and HEAD of exactly "/"
 	if c.asynqmon {
 		closeMon, err := c.mountAsynqmon(mux, authn, admins, hosts, log) // console.go

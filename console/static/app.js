@@ -4,7 +4,10 @@
 // fetch for the same reason (EventSource cannot send headers).
 "use strict";
 
-const STATUSES = ["working", "input_required", "completed", "failed", "cancelled"];
+// The statuses the console shows: a task's status, except that a completed
+// task whose result is a tool error (isError: true) shows as tool_error.
+const STATUSES = ["working", "input_required", "completed", "tool_error", "failed", "cancelled"];
+const SVG = "http://www.w3.org/2000/svg";
 const TOKEN_KEY = "mcpq-console-token";
 const $ = (sel) => document.querySelector(sel);
 
@@ -15,6 +18,7 @@ const state = {
   selected: "",
   streamAbort: null,
   reloadTimer: 0,
+  queueTimer: 0,
 };
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
@@ -35,7 +39,9 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function badge(status) { return el("span", { class: "badge s-" + status }, status); }
+function shownStatus(r) { return r.toolError ? "tool_error" : r.status; }
+function label(status) { return status === "tool_error" ? "tool error" : status; }
+function badge(status) { return el("span", { class: "badge s-" + status }, label(status)); }
 // waiting says how long a parked task has waited for its client's answers.
 function waiting(r) { return r.parkedSince ? "waiting for input " + dur(Date.now() - Date.parse(r.parkedSince)) : ""; }
 function isActive(status) { return status === "working" || status === "input_required"; }
@@ -74,7 +80,7 @@ async function reload() {
   const q = new URLSearchParams();
   if ($("#f-tool").value) q.set("tool", $("#f-tool").value);
   if ($("#f-status").value) q.set("status", $("#f-status").value);
-  const ans = await api("tasks?" + q);
+  const [ans] = await Promise.all([api("tasks?" + q), loadQueue()]);
   state.rows = new Map(ans.tasks.map((r) => [r.id, r]));
   state.counts = ans.counts;
   $("#truncated").hidden = !ans.truncated;
@@ -118,19 +124,19 @@ function renderCounts() {
 
 function matches(r) {
   const tool = $("#f-tool").value, status = $("#f-status").value;
-  return (!tool || r.tool === tool) && (!status || r.status === status);
+  return (!tool || r.tool === tool) && (!status || shownStatus(r) === status);
 }
 
 function rowElement(r) {
-  const tr = el("tr", { "data-id": r.id, "data-status": r.status, "data-attempt": r.attempt },
+  const tr = el("tr", { "data-id": r.id, "data-status": shownStatus(r), "data-attempt": r.attempt },
     el("td", {}, clock(r.createdAt)),
     el("td", {}, r.tool),
     el("td", {}, el("code", {}, r.id.slice(0, 10) + "…")),
-    el("td", { class: "status" }, badge(r.status)),
+    el("td", { class: "status" }, badge(shownStatus(r))),
     el("td", {}, r.attempt),
     el("td", {}, r.worker || waiting(r)),
-    el("td", { class: "msg", title: r.statusMessage || "" }, r.statusMessage || ""),
-    el("td", {}, isActive(r.status) ? el("button", { class: "cancel", type: "button", "data-id": r.id }, "cancel") : ""));
+    el("td", { class: "msg", title: r.statusMessage || "" }, el("span", {}, r.statusMessage || "")),
+    el("td", { class: "act" }, isActive(r.status) ? el("button", { class: "cancel", type: "button", "data-id": r.id }, "cancel") : ""));
   if (r.id === state.selected) tr.classList.add("sel");
   return tr;
 }
@@ -147,8 +153,8 @@ function apply(r) {
   const old = state.rows.get(r.id);
   if (old && old.revision >= r.revision) return;
   const c = (state.counts[r.tool] ||= {});
-  if (old) c[old.status] = Math.max(0, (c[old.status] || 1) - 1);
-  if (old || r.attempt === 0) c[r.status] = (c[r.status] || 0) + 1;
+  if (old) c[shownStatus(old)] = Math.max(0, (c[shownStatus(old)] || 1) - 1);
+  if (old || r.attempt === 0) c[shownStatus(r)] = (c[shownStatus(r)] || 0) + 1;
   if (matches(r) && !(old && matches(old))) state.matched++;
   else if (old && matches(old) && !matches(r)) state.matched--;
   state.rows.set(r.id, r);
@@ -160,6 +166,71 @@ function apply(r) {
   scheduleReload();
 }
 
+// --- the queue view ---
+
+async function loadQueue() {
+  const q = await api("queue");
+  renderQueue(q);
+  return q;
+}
+
+// refreshQueue re-reads the queue view now and then, so its per-minute
+// series move on even when no task changes.
+function refreshQueue() {
+  clearInterval(state.queueTimer);
+  state.queueTimer = setInterval(() => loadQueue().catch(() => {}), 15000);
+}
+
+function renderQueue(q) {
+  document.body.classList.toggle("global", q.global);
+  $("#queue-when").textContent = `(now; the charts: tasks ended in each of the last ${q.minutes} minutes)`;
+  const why = [];
+  if (!q.global) why.push("Broker depth counts every tenant's jobs: it is shown to global operators only.");
+  if (q.depthError) why.push("Broker depth: " + q.depthError);
+  if (q.truncated) why.push("Only part of the store was read: numbers are partial.");
+  $("#queue-why").textContent = why.join(" ");
+  const n = (v, cls) => el("td", { class: "n " + cls }, String(v));
+  $("#queue tbody").replaceChildren(...q.tools.map((t) => {
+    const live = el("span", { class: "live-dot" + (t.live ? " on" : ""), title: t.live ? "a worker's heartbeat says it serves the tool now" : "no worker's heartbeat says it serves the tool now" });
+    const workers = t.workers.length ? t.workers.join(", ") : (t.live ? "live, none seen busy" : "none");
+    const failed = t.failed.reduce((a, b) => a + b, 0);
+    return el("tr", { "data-tool": t.tool },
+      el("td", {}, t.tool),
+      n(t.queued, "queued"), n(t.running, "running"), n(t.waitingForInput, "waiting"), n(t.parked, "parked"),
+      el("td", { class: "workers", "data-n": t.workers.length }, live, workers),
+      el("td", { class: "n global depth" }, t.depth ? `${t.depth.pending} / ${t.depth.inFlight}` : "—"),
+      el("td", { class: "spark" }, sparkline(t.ended, t.ended, "ended"), el("span", { class: "rate" }, t.rate.toFixed(1) + "/min")),
+      el("td", { class: "spark" }, sparkline(t.failed, t.ended, "failed"),
+        el("span", { class: "rate failure-rate" }, t.rate ? Math.round(100 * t.failureRate) + "% (" + failed + ")" : "—")));
+  }));
+}
+
+// sparkline draws values (one a minute, oldest first) as bars against the
+// largest of scale, in an inline SVG: no library, nothing fetched.
+function sparkline(values, scale, cls) {
+  const w = 8, h = 24, top = Math.max(1, ...scale);
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("class", "spark");
+  svg.setAttribute("width", String(values.length * w));
+  svg.setAttribute("height", String(h));
+  svg.setAttribute("data-series", cls);
+  svg.setAttribute("data-values", values.join(","));
+  values.forEach((v, i) => {
+    const title = document.createElementNS(SVG, "title");
+    title.textContent = `${values.length - 1 - i} min ago: ${v}`;
+    const bh = v ? Math.max(2, Math.round((h - 2) * v / top)) : 0;
+    const rect = document.createElementNS(SVG, "rect");
+    rect.setAttribute("class", cls);
+    rect.setAttribute("x", String(i * w + 1));
+    rect.setAttribute("width", String(w - 2));
+    rect.setAttribute("y", String(h - bh));
+    rect.setAttribute("height", String(bh));
+    rect.append(title);
+    svg.append(rect);
+  });
+  return svg;
+}
+
 // --- the detail pane ---
 
 async function showDetail(id) {
@@ -169,7 +240,7 @@ async function showDetail(id) {
   if (state.selected !== id) return;
   const t = d.task, tm = d.timings;
   const dl = el("dl", {},
-    el("dt", {}, "status"), el("dd", {}, badge(t.status)),
+    el("dt", {}, "status"), el("dd", {}, badge(d.status)),
     el("dt", {}, "tool"), el("dd", {}, (t.kind ? t.kind + "/" : "") + t.tool),
     el("dt", {}, "owner"), el("dd", {}, t.owner || "—"),
     el("dt", {}, "message"), el("dd", {}, t.statusMessage || "—"),
@@ -181,27 +252,38 @@ async function showDetail(id) {
     el("dt", {}, "finished"), el("dd", {}, tm.finishedAt ? `${clock(tm.finishedAt)} (ran ${dur(tm.runningMs)})` : "—"),
     el("dt", {}, "total"), el("dd", {}, dur(tm.totalMs)),
     el("dt", {}, "revision"), el("dd", {}, String(d.revision)));
-  const runs = el("ul", { id: "attempts" }, ...d.attempts.map((a) =>
-    el("li", {}, `attempt ${a.n} picked up ${clock(a.at)}${a.worker ? " by " + a.worker : ""}`)));
   const pane = $("#detail");
   pane.dataset.id = t.id;
-  pane.dataset.status = t.status;
+  pane.dataset.status = d.status;
   pane.replaceChildren(el("h3", {}, t.id), dl,
     isActive(t.status) ? el("button", { class: "cancel", type: "button", "data-id": t.id }, "cancel task") : "",
-    el("h2", {}, "attempts seen"), ...attemptsSeen(t, d.attempts, runs),
+    el("h2", {}, "timeline"), timelineList(d.timeline),
     el("h2", {}, "record"), el("pre", {}, JSON.stringify(t, null, 2)));
 }
 
-// attemptsSeen explains a history with gaps: the console notes pick-ups
-// only while it is in use, so attempts made before it was opened are unknown.
-function attemptsSeen(t, attempts, runs) {
-  if (!attempts.length) {
-    return [el("p", { class: "why" }, t.attempt ? "none seen: the console notes pick-ups only while it is open" : "none yet")];
-  }
-  if (attempts[0].n > 1) {
-    return [runs, el("p", { class: "why" }, `attempts before ${attempts[0].n} ran while the console was not open`)];
-  }
-  return [runs];
+// timelineList shows a task's life: created, each take (attempt, worker),
+// input rounds, the end. Steps the console did not see on the change feed
+// (it notes them only while it is open) are read off the record.
+function timelineList(events) {
+  return el("ol", { id: "timeline" }, ...events.map((e) => {
+    let text;
+    switch (e.what) {
+      case "created": text = "created"; break;
+      case "taken": text = `attempt ${e.attempt} picked up${e.worker ? " by " + e.worker : ""}`; break;
+      case "requeued": text = "requeued"; break;
+      case "input": text = "asked for input"; break;
+      case "parked": text = "parked: its run gave its worker slot back"; break;
+      case "answered": text = "input answered"; break;
+      case "resumed": text = "resumed: queued again with its answers"; break;
+      case "unseen": text = "not seen"; break;
+      case "ended": text = label(e.status); break;
+      default: text = e.what;
+    }
+    if (e.detail) text += " — " + e.detail;
+    const cls = e.what + (e.what === "ended" ? " ended-" + e.status : "") + (e.seen ? " seen" : "");
+    return el("li", { class: cls, "data-what": e.what, title: e.seen ? "seen on the change feed" : "from the record" },
+      el("span", { class: "at" }, clock(e.at)), text);
+  }));
 }
 
 async function cancelTask(id, button) {
@@ -261,6 +343,7 @@ async function readEvents(reader) {
         // Live from here on: read the list now, so nothing falls in between.
         setConn(true, "live");
         await reload();
+        refreshQueue();
       } else if (event === "resync") {
         await reload();
       } else if (event === "task") {
@@ -288,6 +371,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#signout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
     if (state.streamAbort) state.streamAbort.abort();
+    clearInterval(state.queueTimer);
     showLogin("");
   });
   $("#tasks tbody").addEventListener("click", (ev) => {

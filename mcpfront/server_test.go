@@ -211,7 +211,7 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	t.Helper()
 	fcfg := &mcpfront.Config{
 		Name: "mcpfront-test", Version: "9.9.9",
-		SyncTimeout: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
+		HandleAfter: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
 		InlineWait: -1, // tests look at the task a call starts; inline_test.go turns it on
 	}
 	for _, o := range opts {
@@ -1194,9 +1194,12 @@ func TestSyncOutcomes(t *testing.T) {
 	})
 }
 
-func TestSyncTimeoutCancelsTheTask(t *testing.T) {
+// TestHandleAfterCancelsWithoutMirrorTools: a client without tasks and no
+// mirror tools has no way to follow a handed-over call, so past HandleAfter
+// the call is cancelled, as before (mirror_test.go has the hand-over).
+func TestHandleAfterCancelsWithoutMirrorTools(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *mcpfront.Config) { c.SyncTimeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *mcpfront.Config) { c.HandleAfter, c.MirrorToolsOff = 300*time.Millisecond, true })
 	m, h := newRequest("tools/call", "slow", map[string]any{"name": "block", "arguments": map[string]any{}}, false)
 	body, _ := json.Marshal(m)
 	r := e.send(t, h, body, sendOpts{})

@@ -112,7 +112,11 @@ func (s *Server) stillRunning(t *taskstate.Task, tool string, f follow, rt strin
 	if tool != "" {
 		name = fmt.Sprintf("Tool %q", clip(tool))
 	}
-	text := fmt.Sprintf("%s is still running (task %s, status %s); nothing is lost. %s", name, t.ID, t.Status, how)
+	state := "is still running"
+	if t.Status.Terminal() { // it ended as the wait did
+		state = "has just ended"
+	}
+	text := fmt.Sprintf("%s %s (task %s, status %s); nothing is lost. %s", name, state, t.ID, t.Status, how)
 	return s.toolResult(text, map[string]any{"taskId": t.ID, "status": t.Status, "pollAfterMs": poll}, false, rt)
 }
 
@@ -209,8 +213,11 @@ func (s *Server) mirrorResult(ctx context.Context, w http.ResponseWriter, r *htt
 			out.fail(s.internal("reading the task", gerr))
 			return
 		}
-		out.result(s.stillRunning(now, now.Tool, followMirror, m.rt))
-		return
+		if !now.Status.Terminal() {
+			out.result(s.stillRunning(now, now.Tool, followMirror, m.rt))
+			return
+		}
+		final = now // it ended as the wait did
 	default: // the client went away, or the server is going: the task goes on
 		if e := shutdownError(ctx, "the task goes on: call "+mirrorResult+" again"); e != nil {
 			out.fail(e)

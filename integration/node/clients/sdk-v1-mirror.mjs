@@ -49,7 +49,8 @@ function handedOver(result) {
   const s = result?.structuredContent;
   if (!s || typeof s.taskId !== "string") return undefined;
   check(result.isError !== true, `the hand-over is an error: ${JSON.stringify(result)}`);
-  check(["working", "input_required"].includes(s.status), `hand-over status ${JSON.stringify(s.status)}`);
+  // working or input_required; a terminal status when the call ended just as the wait did
+  check(["working", "input_required", "completed", "failed", "cancelled"].includes(s.status), `hand-over status ${JSON.stringify(s.status)}`);
   check(Number.isInteger(s.pollAfterMs) && s.pollAfterMs > 0, `hand-over pollAfterMs ${JSON.stringify(s.pollAfterMs)}`);
   check(textOf(result).includes("tasks_result"), `the hand-over text does not name tasks_result: ${textOf(result)}`);
   return s.taskId;

@@ -124,6 +124,9 @@ func TestMirrorHandover(t *testing.T) {
 			}
 			start := time.Now()
 			r := sess.post(t, "tools/call", map[string]any{"name": "wait", "arguments": args, "_meta": map[string]any{"progressToken": "p-1"}})
+			if r.Error != nil {
+				t.Fatalf("after %s: want the hand-over, got error %v", time.Since(start), r.Error)
+			}
 			h := wantHandedOver(t, r.Result, time.Since(start))
 			if !strings.Contains(string(r.Body), `"notifications/progress"`) {
 				t.Errorf("no progress notification while the call waited: %s", r.Body)

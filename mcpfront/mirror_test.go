@@ -42,6 +42,7 @@ func mirrorTools() *consumer.Mux {
 		}
 	})
 	consumer.Handle(mux, consumer.Tool{Name: "echo"}, echoTool)
+	consumer.Handle(mux, consumer.Tool{Name: "ask"}, askTool)
 	return mux
 }
 
@@ -113,8 +114,8 @@ func TestMirrorToolsListedOnlyWithoutTasks(t *testing.T) {
 	t.Parallel()
 	e := newMirrorEnv(t)
 	off := newMirrorEnv(t, func(c *mcpfront.Config) { c.MirrorToolsOff = true })
-	withMirror := []string{"echo", "slow", "tasks_cancel", "tasks_result"}
-	without := []string{"echo", "slow"}
+	withMirror := []string{"ask", "echo", "slow", "tasks_cancel", "tasks_result"}
+	without := []string{"ask", "echo", "slow"}
 	tasksCaps := map[string]any{"tasks": map[string]any{"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}}
 	for _, c := range []struct {
 		name string
@@ -287,5 +288,51 @@ func TestHandOverTaskClient(t *testing.T) {
 	g := e.legacySend(t, h, "tasks/get", map[string]any{"taskId": res.S.TaskID})
 	if g.err != nil || !strings.Contains(string(g.result), `"status":"working"`) {
 		t.Fatalf("tasks/get of the handed-over task: %s", g)
+	}
+}
+
+// sseRequests are the server-to-client requests an SSE reply body carries.
+func sseRequests(body []byte) []map[string]json.RawMessage {
+	var out []map[string]json.RawMessage
+	for _, line := range strings.Split(string(body), "\n") {
+		d, ok := strings.CutPrefix(line, "data: ")
+		var m map[string]json.RawMessage
+		if ok && json.Unmarshal([]byte(d), &m) == nil && m["method"] != nil && m["id"] != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestHandOverKeepsElicitation: a 2025-06-18 client that declared
+// elicitation is asked on its own stream while the call waits; handed over
+// unanswered, the question comes again on the tasks_result stream, and the
+// answer (a POSTed response) lets tasks_result return the tool's result.
+func TestHandOverKeepsElicitation(t *testing.T) {
+	t.Parallel()
+	e := newMirrorEnv(t)
+	h := e.sessionAs(t, "dora", "2025-06-18", map[string]any{"elicitation": map[string]any{}})
+	r := e.legacySend(t, h, "tools/call", map[string]any{"name": "ask", "arguments": map[string]any{}})
+	if len(sseRequests(r.body)) != 1 {
+		t.Fatalf("the inline call did not ask on its stream: %s", r.body)
+	}
+	var res struct {
+		S struct{ TaskID, Status string } `json:"structuredContent"`
+	}
+	if r.err != nil || json.Unmarshal(r.result, &res) != nil || res.S.Status != "input_required" {
+		t.Fatalf("want a hand-over with status input_required, got %s", r)
+	}
+	r = e.legacySend(t, h, "tools/call", map[string]any{"name": "tasks_result", "arguments": map[string]any{"taskId": res.S.TaskID}})
+	asked := sseRequests(r.body)
+	if len(asked) != 1 || str(asked[0]["method"]) != "elicitation/create" {
+		t.Fatalf("tasks_result did not ask again: %s", r.body)
+	}
+	answer, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": asked[0]["id"], "result": map[string]any{"action": "accept", "content": map[string]any{"confirm": true}}})
+	if a := e.send(t, h, answer, sendOpts{}); a.status != http.StatusAccepted {
+		t.Fatalf("the answer: %s", a)
+	}
+	r = e.legacySend(t, h, "tools/call", map[string]any{"name": "tasks_result", "arguments": map[string]any{"taskId": res.S.TaskID}})
+	if r.err != nil || resultText(t, r.result) != "action=accept confirm=true" {
+		t.Fatalf("tasks_result after the answer: %s", r)
 	}
 }

@@ -58,7 +58,7 @@ func contents(t *testing.T, raw json.RawMessage) []content {
 // --max-result fails after one run, naming its size and the limit.
 func TestLargeResults(t *testing.T) {
 	t.Parallel()
-	onBrokers(t, func(t *testing.T, s *system) {
+	onBrokersWith(t, []string{"--handle-after", "15m"}, func(t *testing.T, s *system) {
 		w := s.worker(t, "worker", "--max-result", "30000000")
 		c := harness.NewClient(s.mcpURL, true)
 		cases := []struct {
@@ -95,8 +95,9 @@ func TestLargeResults(t *testing.T) {
 		inline := harness.NewClient(s.mcpURL, false)
 		// What is measured is memory, not time: with -race binaries on a
 		// loaded 2-core machine six 63 MiB results take minutes to make,
-		// store and stream (over the client's default 3 min and the api's
-		// default --sync-timeout of 2 min, both seen).
+		// store and stream (over the client's default 3 min, seen, and the
+		// api's --handle-after, whose 30 s default would hand the call over:
+		// the api runs with 15m).
 		inline.HTTP.Timeout = 15 * time.Minute
 		res, err := inline.CallTool(context.Background(), "blob", map[string]any{"bytes": 2_000_000})
 		if err != nil {
@@ -248,7 +249,7 @@ func apiPeakBound() int64 {
 // result from the store instead of building it in memory.
 func TestLargeResultMemory(t *testing.T) {
 	t.Parallel()
-	onBrokersWith(t, []string{"--sync-timeout", "15m"}, func(t *testing.T, s *system) {
+	onBrokersWith(t, []string{"--handle-after", "15m"}, func(t *testing.T, s *system) {
 		s.worker(t, "worker", "--max-result", "70000000", "--concurrency", "8")
 		n := largeMiB << 20
 		sum := sha256.Sum256([]byte(pattern(n)))
@@ -307,8 +308,9 @@ func TestLargeResultMemory(t *testing.T) {
 		inline := harness.NewClient(s.mcpURL, false)
 		// What is measured is memory, not time: with -race binaries on a
 		// loaded 2-core machine six 63 MiB results take minutes to make,
-		// store and stream (over the client's default 3 min and the api's
-		// default --sync-timeout of 2 min, both seen).
+		// store and stream (over the client's default 3 min, seen, and the
+		// api's --handle-after, whose 30 s default would hand the call over:
+		// the api runs with 15m).
 		inline.HTTP.Timeout = 15 * time.Minute
 		for i := range 6 {
 			wg.Go(func() {

@@ -151,6 +151,11 @@ func legacyPost(t *testing.T, url, session, method string, params any, id any) *
 
 // legacyDo is legacyPost for any goroutine: it returns what goes wrong.
 func legacyDo(url, session, method string, params any, id any) (*legacyReply, error) {
+	return legacyDoAs("2025-11-25", url, session, method, params, id)
+}
+
+// legacyDoAs is legacyDo in a session of protocol version.
+func legacyDoAs(version, url, session, method string, params any, id any) (*legacyReply, error) {
 	msg := map[string]any{"jsonrpc": "2.0", "method": method}
 	if params != nil {
 		msg["params"] = params
@@ -163,7 +168,7 @@ func legacyDo(url, session, method string, params any, id any) (*legacyReply, er
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if method != "initialize" {
-		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		req.Header.Set("MCP-Protocol-Version", version)
 	}
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)

@@ -84,7 +84,7 @@ func newAuthEnv(t *testing.T, hs256Key []byte, scopes ...string) *authEnv {
 	}
 	logs := &redistest.SyncBuffer{}
 	sys := startSystem(t, authTools(), "auth-test-worker", 8, &mcpfront.Config{
-		SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
+		HandleAfter: 15 * time.Second, StateKey: []byte("test-key"), Auth: a, Logger: zerolog.New(logs), InlineWait: -1,
 	})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 30 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

@@ -20,7 +20,7 @@ func TestCapabilitiesDeclared(t *testing.T) {
 	t.Parallel()
 	mux := consumer.NewMux()
 	consumer.Handle(mux, consumer.Tool{Name: "echo"}, echoTool)
-	sys := startSystem(t, mux, "caps-worker", 1, &mcpfront.Config{Name: "caps", Version: "1", SyncTimeout: 15 * time.Second, StateKey: []byte("test-key")})
+	sys := startSystem(t, mux, "caps-worker", 1, &mcpfront.Config{Name: "caps", Version: "1", HandleAfter: 15 * time.Second, StateKey: []byte("test-key")})
 	e := &env{url: sys.url}
 
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{

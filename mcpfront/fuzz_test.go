@@ -66,7 +66,7 @@ func fuzzHeaders(variant byte, body []byte, session string) http.Header {
 func FuzzServeHTTP(f *testing.F) {
 	e := newEnv(f, func(c *mcpfront.Config) {
 		c.Auth = headerAuth{}
-		c.SyncTimeout = 300 * time.Millisecond // a call that waits on a busy worker costs little
+		c.HandleAfter = 300 * time.Millisecond // a call that waits on a busy worker costs little
 		c.MaxArgs = 4 << 10
 		c.MaxInputKeys = 8
 		c.MaxActiveTasks = 50

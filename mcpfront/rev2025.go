@@ -233,7 +233,7 @@ func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *
 			out.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
 		}
 		return out
-	})
+	}, s.mirrorTools(legacyTasksDeclared(c))...)
 }
 
 func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
@@ -254,6 +254,9 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
 		writeError(w, c.req.ID, invalidParams("invalid params: tools/call needs a tool name"))
 		return
+	}
+	if s.serveMirror(ctx, w, r, &mirrorCall{id: c.req.ID, name: p.Name, args: p.Arguments, owner: c.owner, negotiatedTasks: legacyTasksDeclared(c), related: c.tasks()}) {
+		return // mirror.go
 	}
 	tool, rerr := s.lookupTool(ctx, p.Name)
 	if rerr != nil {
@@ -470,12 +473,13 @@ func (s *Server) legacyAnswer(ctx context.Context, w http.ResponseWriter, r *htt
 // completion/complete of a 2025-era session) while the client waits: input
 // requests reach it as server-to-client requests on the response stream,
 // and the reply is the outcome. The call is cancelled if the client goes
-// away or SyncTimeout passes.
+// away; past HandleAfter it is handed over (mirror.go).
 func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall, req *producer.Request) {
 	// Input requests of a 2025-era call travel on the record (as in a task)
 	// and reach the client as server-to-client requests on a stream.
 	req.Era, req.Mode = taskstate.Era20251125, taskstate.ModeTask
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	follow := s.followOf(req, legacyTasksDeclared(c))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandleAfter)
 	defer cancel()
 	out := &replier{w: w, id: c.req.ID}
 	final, err := s.streamTask(ctx, r, out, req.ID, streamOpts{
@@ -487,11 +491,14 @@ func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *htt
 		return
 	}
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && s.handOver(ctx, out, req, follow, "") {
+			return // the task runs on
+		}
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
 		s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; the call was cancelled", describe(req), s.cfg.SyncTimeout)))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; the call was cancelled", describe(req), s.cfg.HandleAfter)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
 			out.fail(e)
 		}

@@ -199,17 +199,18 @@ type wireTool struct {
 }
 
 func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
-	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", true, toWireTool)
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", true, toWireTool, s.mirrorTools(c.tasksExt)...)
 }
 
 // listEntries answers a list method: the catalog's entries of kind, each
 // in its wire form (one), under field; modern adds what every 2026-07-28
-// list carries.
-func listEntries[T any](s *Server, ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind, field string, modern bool, one func(*taskstate.ToolInfo) T) {
+// list carries; extra entries (the mirror tools) come last.
+func listEntries[T any](s *Server, ctx context.Context, w http.ResponseWriter, id json.RawMessage, kind, field string, modern bool, one func(*taskstate.ToolInfo) T, extra ...*taskstate.ToolInfo) {
 	entries, ok := s.entries(ctx, w, id, kind)
 	if !ok {
 		return
 	}
+	entries = withMirrors(entries, extra)
 	out := make([]T, len(entries))
 	for i, t := range entries {
 		out[i] = one(t)
@@ -286,6 +287,9 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 	if p.Name == "" {
 		writeError(w, c.req.ID, invalidParams("invalid params: missing tool name"))
 		return
+	}
+	if s.serveMirror(ctx, w, r, &mirrorCall{id: c.req.ID, name: p.Name, args: p.Arguments, owner: c.owner, negotiatedTasks: c.tasksExt, rt: resultComplete}) {
+		return // mirror.go
 	}
 	tool, rerr := s.lookupTool(ctx, p.Name)
 	if rerr == nil {

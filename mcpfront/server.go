@@ -49,9 +49,20 @@ type Config struct {
 	AllowedHosts []string
 	// AllowedOrigins are Origin values accepted besides loopback origins.
 	AllowedOrigins []string
-	// SyncTimeout bounds how long a call from a client without task support
-	// waits for its result. Default 2m; the task is cancelled past it.
-	SyncTimeout time.Duration
+	// HandleAfter bounds how long a tool call whose client waits inline (a
+	// client that did not negotiate tasks, or a tool that never runs as a
+	// task) waits for its result. Past it the call is handed over, never
+	// cancelled: the client gets an ordinary CallToolResult whose
+	// structuredContent is {taskId, status, pollAfterMs} and whose text says
+	// how to go on (the mirror tool tasks_result, or tasks/get), and the task
+	// runs on (mirror.go). Default 30s. A call that cannot be handed over
+	// (prompts/get, resources/read, completion/complete, or a tool call of a
+	// client without tasks while MirrorToolsOff) is cancelled past it.
+	HandleAfter time.Duration
+	// MirrorToolsOff stops listing and serving the mirror tools tasks_result
+	// and tasks_cancel, which clients that did not negotiate tasks are
+	// otherwise shown.
+	MirrorToolsOff bool
 	// InlineWait bounds how long a task-capable call of a short tool waits
 	// for its task to finish before the task handle is handed out (see
 	// inline.go). Default 30ms; negative: never wait.
@@ -181,7 +192,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	}
 	c.Name = cmp.Or(c.Name, "mcpqueue")
 	c.Version = cmp.Or(c.Version, "0.1.0")
-	c.SyncTimeout = cmp.Or(max(c.SyncTimeout, 0), 2*time.Minute)
+	c.HandleAfter = cmp.Or(max(c.HandleAfter, 0), 30*time.Second)
 	c.MaxBody = cmp.Or(max(c.MaxBody, 0), DefaultMaxBody)
 	c.MaxDepth = cmp.Or(max(c.MaxDepth, 0), defaultMaxDepth)
 	c.InlineWait = cmp.Or(c.InlineWait, 30*time.Millisecond)

@@ -211,7 +211,7 @@ func newEnv(t testing.TB, opts ...func(*mcpfront.Config)) *env {
 	t.Helper()
 	fcfg := &mcpfront.Config{
 		Name: "mcpfront-test", Version: "9.9.9",
-		SyncTimeout: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
+		HandleAfter: 15 * time.Second, MaxBody: maxBody, StateKey: []byte("test-key"),
 		InlineWait: -1, // tests look at the task a call starts; inline_test.go turns it on
 	}
 	for _, o := range opts {
@@ -920,7 +920,9 @@ func TestToolsList(t *testing.T) {
 			t.Errorf("tool %s has no inputSchema", tool["name"])
 		}
 	}
-	want := []string{"ask", "block", "echo", "echo_task", "inline_only", "nap", "protocol_fail", "required_job", "route", "tool_error"}
+	// A client without the tasks extension also gets the mirror tools, last
+	// (mirror_test.go).
+	want := []string{"ask", "block", "echo", "echo_task", "inline_only", "nap", "protocol_fail", "required_job", "route", "tool_error", "tasks_result", "tasks_cancel"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools %v, want %v", names, want)
 	}
@@ -1194,9 +1196,12 @@ func TestSyncOutcomes(t *testing.T) {
 	})
 }
 
-func TestSyncTimeoutCancelsTheTask(t *testing.T) {
+// TestHandleAfterCancelsWithoutMirrorTools: a client without tasks and no
+// mirror tools has no way to follow a handed-over call, so past HandleAfter
+// the call is cancelled, as before (mirror_test.go has the hand-over).
+func TestHandleAfterCancelsWithoutMirrorTools(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *mcpfront.Config) { c.SyncTimeout = 300 * time.Millisecond })
+	e := newEnv(t, func(c *mcpfront.Config) { c.HandleAfter, c.MirrorToolsOff = 300*time.Millisecond, true })
 	m, h := newRequest("tools/call", "slow", map[string]any{"name": "block", "arguments": map[string]any{}}, false)
 	body, _ := json.Marshal(m)
 	r := e.send(t, h, body, sendOpts{})

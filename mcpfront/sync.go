@@ -36,10 +36,12 @@ func (s *Server) syncAnswer(ctx context.Context, w http.ResponseWriter, r *http.
 // gathers its input inline before becoming a task (ModeGather). The call
 // still becomes a task record and a job (one execution path); the reply waits
 // for the record to turn terminal — or, in ModeGather, to become a task —
-// bounded by SyncTimeout. Notifications the handler sends (progress, logs)
-// stream ahead of the result when the client accepts SSE.
+// bounded by HandleAfter, past which the call is handed over (mirror.go).
+// Notifications the handler sends (progress, logs) stream ahead of the
+// result when the client accepts SSE.
 func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call, req *producer.Request, answers map[string]json.RawMessage) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.SyncTimeout)
+	follow := s.followOf(req, c.tasksExt)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.HandleAfter)
 	defer cancel()
 
 	out := &replier{w: w, id: c.req.ID}
@@ -76,13 +78,16 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 	}
 	final, err := waitCall(ctx, versions, req.Mode == taskstate.ModeGather)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && s.handOver(ctx, out, req, follow, resultComplete) {
+			return // the task runs on
+		}
 		// Nobody will read this task: stop it. A client that went away
 		// cancels its request (2026-07-28: closing the stream is cancel).
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
 		s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.SyncTimeout)))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.HandleAfter)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
 			out.fail(e)
 		}

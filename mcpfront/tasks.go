@@ -143,8 +143,13 @@ func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *
 // (tool errors included), or the JSON-RPC error of a failed task.
 // A plain result blob streams into the reply.
 func (s *Server) replyOutcome(ctx context.Context, out *replier, t *taskstate.Task, meta json.RawMessage) {
+	s.replyOutcomeAs(ctx, out, t, "", meta)
+}
+
+// replyOutcomeAs is replyOutcome with the result's resultType rt ("": none).
+func (s *Server) replyOutcomeAs(ctx context.Context, out *replier, t *taskstate.Task, rt string, meta json.RawMessage) {
 	ctx = context.WithoutCancel(ctx) // the outcome is here: the reply is written
-	if s.replySpliced(ctx, out, t, "", meta) {
+	if s.replySpliced(ctx, out, t, rt, meta) {
 		return
 	}
 	t, release, err := s.resolved(ctx, t)
@@ -156,7 +161,7 @@ func (s *Server) replyOutcome(ctx context.Context, out *replier, t *taskstate.Ta
 	defer release()
 	switch t.Status {
 	case taskstate.Completed:
-		out.result(reshape(t.Result, "", meta))
+		out.result(reshape(t.Result, rt, meta))
 	case taskstate.Failed:
 		out.fail(storedError(t.Error))
 	default:

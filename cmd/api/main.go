@@ -55,7 +55,7 @@ type config struct {
 	listen           string
 	natsListen       string
 	natsSync         string
-	syncTimeout      time.Duration
+	handover         handoverFlags
 	inlineWait       time.Duration
 	taskTTL          time.Duration
 	allowedHosts     string
@@ -104,7 +104,7 @@ func main() {
 	e.String(&c.listen, "listen", "MCPQ_LISTEN", "127.0.0.1:8080", "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it")
 	e.String(&c.natsListen, "nats-listen", "MCPQ_NATS_LISTEN", "127.0.0.1:4250", "all-in-one: where the embedded NATS listens for workers")
 	e.String(&c.natsSync, "nats-sync", "MCPQ_NATS_SYNC", "", "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always }")
-	e.Duration(&c.syncTimeout, "sync-timeout", "MCPQ_SYNC_TIMEOUT", 2*time.Minute, "how long a call from a client without task support waits for its result")
+	c.handover.flags(fs) // handover.go
 	e.Duration(&c.inlineWait, "inline-wait", "MCPQ_INLINE_WAIT", 30*time.Millisecond, "how long a task-capable call of a short tool waits to answer with its result instead of a task handle; negative: always a handle")
 	e.Duration(&c.taskTTL, "task-ttl", "MCPQ_TASK_TTL", time.Hour, "how long a finished task is kept")
 	e.String(&c.allowedHosts, "allowed-hosts", "MCPQ_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback")
@@ -136,6 +136,7 @@ func main() {
 	}
 
 	log := c.Logger("api")
+	c.handover.handleAfter = c.handover.resolve(fs, log)
 	ctx, stop := notifyContext() // lifecycle.go: SIGINT or SIGTERM, and which
 	defer stop()
 	if err := run(ctx, &c, log); err != nil {
@@ -397,7 +398,8 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		StateKey:       []byte(c.stateKey),
 		AllowedHosts:   hosts,
 		AllowedOrigins: backend.SplitList(c.allowedOrigins),
-		SyncTimeout:    c.syncTimeout,
+		HandleAfter:    c.handover.handleAfter,
+		MirrorToolsOff: c.handover.mirrorTools == "off",
 		InlineWait:     c.inlineWait,
 		MaxBody:        c.maxBody,
 		MaxArgs:        c.maxArgs,

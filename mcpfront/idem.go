@@ -124,12 +124,15 @@ func (s *Server) startCall(ctx context.Context, req *producer.Request, versions 
 // away or its wait times out: it is cancelled, as nobody will read it —
 // unless the call carried an idempotency key, whose retry comes back for
 // the task.
-func (s *Server) abandon(ctx context.Context, req *producer.Request) {
+//
+// It says what became of the task, for the error the waiting client gets.
+func (s *Server) abandon(ctx context.Context, req *producer.Request) (fate string) {
 	if req.IdempotencyKey != "" {
 		s.log.Info().Str("task", req.ID).Str("tool", req.Tool).Msg("the client of a keyed inline call left; the task goes on for its retry")
-		return
+		return "the task goes on: call again with the same idempotency key for its result"
 	}
 	_, _ = s.prod.Cancel(ctx, req.ID, "the waiting client went away or the wait timed out")
+	return "the call was cancelled"
 }
 
 // replyExisting answers a task-capable 2026-07-28 call whose key found its

@@ -56,7 +56,7 @@ func newIdemEnv(t *testing.T) *idemEnv {
 			return consumer.TextResult(fmt.Sprintf("n=%d run=%d", c.Args.N, run)), nil
 		})
 	consumer.Handle(mux, consumer.Tool{Name: "block"}, blockTool)
-	cfg := &mcpfront.Config{SyncTimeout: 15 * time.Second, StateKey: []byte("test-key"), InlineWait: -1, Logger: zerolog.New(ie.logs)}
+	cfg := &mcpfront.Config{HandleAfter: 15 * time.Second, StateKey: []byte("test-key"), InlineWait: -1, Logger: zerolog.New(ie.logs)}
 	sys := startSystem(t, mux, "idem-worker", 8, cfg)
 	// Replica B: its own connection, producer and front end.
 	fs := sys.nats.Connect(t)

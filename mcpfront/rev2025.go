@@ -496,9 +496,9 @@ func (s *Server) legacyInline(ctx context.Context, w http.ResponseWriter, r *htt
 		}
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
-		s.abandon(dctx, req) // idem.go: cancelled unless keyed
+		fate := s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; the call was cancelled", describe(req), s.cfg.HandleAfter)))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("%s did not finish within %s; %s", describe(req), s.cfg.HandleAfter, fate)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
 			out.fail(e)
 		}

@@ -85,9 +85,9 @@ func (s *Server) syncCall(ctx context.Context, w http.ResponseWriter, r *http.Re
 		// cancels its request (2026-07-28: closing the stream is cancel).
 		dctx, dcancel := detach(ctx)
 		defer dcancel()
-		s.abandon(dctx, req) // idem.go: cancelled unless keyed
+		fate := s.abandon(dctx, req) // idem.go: cancelled unless keyed
 		if errors.Is(err, context.DeadlineExceeded) {
-			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; the call was cancelled", req.Tool, s.cfg.HandleAfter)))
+			out.fail(errorf(vocab.CodeInternalError, http.StatusOK, fmt.Sprintf("tool %q did not finish within %s; %s", req.Tool, s.cfg.HandleAfter, fate)))
 		} else if e := shutdownError(ctx, "the call was cancelled: call again"); e != nil {
 			out.fail(e)
 		}

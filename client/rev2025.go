@@ -97,7 +97,7 @@ func (c *Client) start2025(ctx context.Context, era, tool string, args json.RawM
 			return t, nil
 		}
 	}
-	return t.settleInline(raw, asTask)
+	return t.settleInline(raw, tasks)
 }
 
 // serveInput answers the server's input requests read from a stream with

@@ -76,6 +76,9 @@ func (c *Client) call(ctx context.Context, r *rpc) (json.RawMessage, error) {
 		body, err = json.Marshal(r.resp)
 	} else {
 		m := map[string]any{"jsonrpc": "2.0", "id": id, "method": r.method}
+		if strings.HasPrefix(r.method, "notifications/") {
+			delete(m, "id")
+		}
 		if r.params != nil {
 			m["params"] = r.params
 		}

@@ -205,11 +205,15 @@ func TestGoClientReferenceServer(t *testing.T) {
 		t.Fatalf("greet: %+v %v", res, err)
 	}
 	res, err = c.Call(ctx, "slow_compute", map[string]any{"seconds": 1, "label": "go"})
-	if err != nil || res.TaskID == "" {
+	if err != nil || res.TaskID == "" || res.Text() != `Computation "go" completed after 1 seconds. Result: 42.` {
 		t.Fatalf("slow_compute as a task: %+v %v", res, err)
 	}
-	res, err = goClient(t, url, "", client.WithoutTasks()).Call(ctx, "slow_compute", map[string]any{"seconds": 1, "label": "inline"})
-	if err != nil || res.TaskID != "" {
+	// Inline (no tasks extension declared). The reference server answers a
+	// run of a second or more with an empty result when no task may hold
+	// it (its handler returns GoAsyncResult outside a task), so inline is
+	// the instant run here.
+	res, err = goClient(t, url, "", client.WithoutTasks()).Call(ctx, "slow_compute", map[string]any{"seconds": 0, "label": "inline"})
+	if err != nil || res.TaskID != "" || res.Text() != `Computation "inline" completed instantly. Result: 42.` {
 		t.Fatalf("slow_compute inline: %+v %v", res, err)
 	}
 	res, err = c.Call(ctx, "failing_job", map[string]any{})
@@ -225,11 +229,15 @@ func TestGoClientReferenceServer(t *testing.T) {
 	var asked atomic.Int64
 	withInput := goClient(t, url, "", confirmer(&asked))
 	res, err = withInput.Call(ctx, "confirm_delete", map[string]any{"filename": "old.txt"})
-	if err != nil || res.TaskID == "" || asked.Load() != 1 || res.IsError {
+	if err != nil || res.TaskID == "" || asked.Load() != 1 || res.Text() != "deleted 'old.txt'" {
 		t.Fatalf("confirm_delete: %+v %v (asked %d)", res, err, asked.Load())
 	}
+	res, err = withInput.Call(ctx, "multi_input", map[string]any{})
+	if err != nil || res.TaskID == "" || asked.Load() != 3 || res.Text() != `name="Ada Lovelace" confirmed=true` {
+		t.Fatalf("multi_input (two requests at once): %+v %v (asked %d)", res, err, asked.Load())
+	}
 	res, err = withInput.Call(ctx, "test_tool_with_task", map[string]any{})
-	if err != nil || res.TaskID == "" || asked.Load() != 2 {
+	if err != nil || res.TaskID == "" || asked.Load() != 4 || res.Text() != "Hello, Ada Lovelace! (computed in task)" {
 		t.Fatalf("test_tool_with_task (MRTR, then a task): %+v %v (asked %d)", res, err, asked.Load())
 	}
 

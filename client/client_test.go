@@ -220,6 +220,31 @@ func TestNoInputHandler(t *testing.T) {
 	}
 }
 
+// A task Call gives up on for another reason than its context (here the
+// input handler's error) is cancelled too: Call leaves no task behind.
+func TestCallCancelsWhatItGivesUp(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t)
+	p := newProxy(srv.URL)
+	defer p.Close()
+	refuse := client.WithInputHandler(func(ctx context.Context, req client.InputRequest) (client.InputResponse, error) {
+		return client.InputResponse{}, errors.New("nobody at the keyboard")
+	})
+	c := newClient(t, p.URL, client.WithVersion(client.Version2026), refuse)
+	if _, err := c.Call(t.Context(), "confirm_action", ConfirmArgs{Action: "x"}); err == nil || !strings.Contains(err.Error(), "nobody at the keyboard") {
+		t.Fatalf("Call: %v, want the handler's error", err)
+	}
+	cancels := p.calls("tasks/cancel")
+	if len(cancels) != 1 {
+		t.Fatalf("%d tasks/cancel sent, want 1", len(cancels))
+	}
+	var id string
+	_ = json.Unmarshal(cancels[0].params["taskId"], &id)
+	if again, err := c.Resume(t.Context(), id); err != nil || again.Status() != "cancelled" {
+		t.Fatalf("the task: %v %v, want cancelled", again, err)
+	}
+}
+
 // When the context of Call ends, the task is cancelled on the server: the
 // handler sees its context end and the task reads cancelled.
 func TestCancelWhenContextEnds(t *testing.T) {
@@ -240,13 +265,29 @@ func TestCancelWhenContextEnds(t *testing.T) {
 			if n := len(p.calls("tasks/cancel")); n != 1 {
 				t.Fatalf("%d tasks/cancel sent, want 1", n)
 			}
+			// Task.Wait does the same for a task from Start.
+			task, err := c.Start(t.Context(), "block", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			if _, err := task.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Wait: %v, want the context's deadline", err)
+			}
+			if n := len(p.calls("tasks/cancel")); n != 2 {
+				t.Fatalf("%d tasks/cancel sent, want 2", n)
+			}
+			if again, err := c.Resume(t.Context(), task.ID()); err != nil || again.Status() != "cancelled" {
+				t.Fatalf("after Wait's deadline: %v %v, want cancelled", again, err)
+			}
 			if err := eventually(5*time.Second, func() error {
-				if cancelled.Load() != 1 {
+				if cancelled.Load() != 2 {
 					return errNotYet
 				}
 				return nil
 			}); err != nil {
-				t.Fatal("the handler never saw its context end")
+				t.Fatalf("%d handlers saw their context end, want 2", cancelled.Load())
 			}
 		})
 	}

@@ -47,6 +47,21 @@ func testTools(cancelled *atomic.Int64) *consumer.Mux {
 			cancelled.Add(1)
 			return nil, ctx.Err()
 		})
+	// ask_twice asks one question after the other: inline, the second
+	// MRTR round must carry the first answer back (requestState).
+	consumer.Handle(mux, consumer.Tool{Name: "ask_twice"},
+		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
+			schema := map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}}}
+			first, err := c.Elicit(ctx, "first", "First name?", schema)
+			if err != nil {
+				return nil, err
+			}
+			second, err := c.Elicit(ctx, "second", "Second name?", schema)
+			if err != nil {
+				return nil, err
+			}
+			return consumer.TextResult(fmt.Sprintf("%v and %v", first.Content["name"], second.Content["name"])), nil
+		})
 	// ask_all asks for an elicitation, a sampling and the roots at once.
 	consumer.Handle(mux, consumer.Tool{Name: "ask_all"},
 		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) {
@@ -201,6 +216,10 @@ func TestInputHandler(t *testing.T) {
 					if id != res.TaskID {
 						t.Fatalf("%s came with task %q, the result with %q", m, id, res.TaskID)
 					}
+				}
+				res, err = c.Call(t.Context(), "ask_twice", nil)
+				if err != nil || res.Text() != "Ada and Ada" || asked.Load() != 5 {
+					t.Fatalf("ask_twice: %+v %v (asked %d, want 5)", res, err, asked.Load())
 				}
 			})
 		}

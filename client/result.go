@@ -45,6 +45,9 @@ func (r *Result) Text() string {
 	return strings.Join(parts, "\n")
 }
 
+// String is the result as the server sent it (JSON).
+func (r *Result) String() string { return string(r.Raw) }
+
 // Decode decodes the result's structured content into v; a result without
 // structured content decodes its first text block as JSON.
 func (r *Result) Decode(v any) error {

@@ -210,23 +210,41 @@ func (t *Task) pause(ctx context.Context, backoff *time.Duration) error {
 	return sleep(ctx, d)
 }
 
-func (t *Task) wait2026(ctx context.Context) (*Result, error) {
+// poll reads the task (tasks/get) and hands each view to step, until step
+// is done; between reads it pauses (pause), unless step asks to read again
+// at once.
+func (t *Task) poll(ctx context.Context, step func(v *taskView) (res *Result, done, again bool, err error)) (*Result, error) {
 	var backoff time.Duration
 	for {
 		v, err := t.get(ctx)
 		if err != nil {
 			return nil, err
 		}
+		res, done, again, err := step(v)
+		if done || err != nil {
+			return res, err
+		}
+		if !again {
+			if err := t.pause(ctx, &backoff); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+func (t *Task) wait2026(ctx context.Context) (*Result, error) {
+	return t.poll(ctx, func(v *taskView) (*Result, bool, bool, error) {
 		switch v.Status {
 		case "completed":
-			return decodeResult(v.Result, t.id)
+			res, err := decodeResult(v.Result, t.id)
+			return res, true, false, err
 		case "failed":
 			if v.Error == nil {
-				return nil, &Error{Code: -32603, Message: "the task failed: " + v.StatusMessage}
+				return nil, true, false, &Error{Code: -32603, Message: "the task failed: " + v.StatusMessage}
 			}
-			return nil, v.Error
+			return nil, true, false, v.Error
 		case "cancelled":
-			return nil, t.cancelled()
+			return nil, true, false, t.cancelled()
 		case "input_required":
 			answers := map[string]json.RawMessage{}
 			for k, r := range v.InputRequests {
@@ -235,25 +253,23 @@ func (t *Task) wait2026(ctx context.Context) (*Result, error) {
 				}
 				a, err := t.c.answerRequest(ctx, t.id, k, r)
 				if err != nil {
-					return nil, err
+					return nil, true, false, err
 				}
 				answers[k] = a
 			}
 			if len(answers) > 0 {
 				r := t.c.request(Version2026, "tasks/update", t.id, map[string]any{"taskId": t.id, "inputResponses": answers}, "", true)
 				if _, err := t.c.call(ctx, r); err != nil {
-					return nil, err
+					return nil, true, false, err
 				}
 				for k := range answers {
 					t.answered[k] = true
 				}
-				continue
+				return nil, false, true, nil
 			}
 		}
-		if err := t.pause(ctx, &backoff); err != nil {
-			return nil, err
-		}
-	}
+		return nil, false, false, nil
+	})
 }
 
 func (t *Task) cancelled() error {
@@ -264,38 +280,36 @@ func (t *Task) cancelled() error {
 }
 
 func (t *Task) wait2025(ctx context.Context) (*Result, error) {
-	var backoff time.Duration
-	for {
-		v, err := t.get(ctx)
-		if err != nil {
-			return nil, err
-		}
+	return t.poll(ctx, func(v *taskView) (*Result, bool, bool, error) {
 		switch v.Status {
 		case "cancelled":
-			return nil, t.cancelled()
+			return nil, true, false, t.cancelled()
 		case "completed", "failed", "input_required":
-			// tasks/result: the outcome, once there is one; the task's
-			// input requests arrive on its stream meanwhile.
-			r := t.c.request(t.era, "tasks/result", "", map[string]any{"taskId": t.id}, "", false)
-			r.serve = t.c.serveInput(t.id)
-			raw, err := t.c.call(ctx, r)
-			if err != nil {
-				var e *Error
-				if errors.As(err, &e) && ctx.Err() == nil {
-					if v, gerr := t.get(ctx); gerr == nil && v.Status == "cancelled" {
-						return nil, t.cancelled()
-					}
-					t.status = "failed"
-				}
-				return nil, err
+			res, err := t.result2025(ctx)
+			return res, true, false, err
+		}
+		return nil, false, false, nil
+	})
+}
+
+// result2025 waits for the outcome with tasks/result; the task's input
+// requests arrive on its stream meanwhile.
+func (t *Task) result2025(ctx context.Context) (*Result, error) {
+	r := t.c.request(t.era, "tasks/result", "", map[string]any{"taskId": t.id}, "", false)
+	r.serve = t.c.serveInput(t.id)
+	raw, err := t.c.call(ctx, r)
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && ctx.Err() == nil {
+			if v, gerr := t.get(ctx); gerr == nil && v.Status == "cancelled" {
+				return nil, t.cancelled()
 			}
-			t.status = "completed"
-			return decodeResult(raw, t.id)
+			t.status = "failed"
 		}
-		if err := t.pause(ctx, &backoff); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
+	t.status = "completed"
+	return decodeResult(raw, t.id)
 }
 
 // waitHandover follows a call handed over past the server's inline wait:

@@ -44,8 +44,8 @@ var (
 // every request (cache in it what may be cached). "" sends none.
 type TokenSource func(ctx context.Context) (string, error)
 
-// ClientInfo names the client to the server (clientInfo).
-type ClientInfo struct {
+// clientInfo names the client to the server.
+type clientInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 }
@@ -61,7 +61,7 @@ type options struct {
 	pollFloor time.Duration
 	noTasks   bool
 	version   string
-	info      ClientInfo
+	info      clientInfo
 }
 
 // WithInputHandler answers the server's input requests (elicitation,
@@ -96,7 +96,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.http =
 
 // WithClientInfo names the client (default "mcpqueue-go-client", "1").
 func WithClientInfo(name, version string) Option {
-	return func(o *options) { o.info = ClientInfo{Name: name, Version: version} }
+	return func(o *options) { o.info = clientInfo{Name: name, Version: version} }
 }
 
 // Client calls the tools of one MCP endpoint. It is safe for concurrent use.
@@ -123,7 +123,7 @@ func New(rawURL string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{url: rawURL, o: options{
 		http: &http.Client{}, retries: 3, pollFloor: 100 * time.Millisecond,
-		info: ClientInfo{Name: "mcpqueue-go-client", Version: "1"},
+		info: clientInfo{Name: "mcpqueue-go-client", Version: "1"},
 	}}
 	for _, opt := range opts {
 		opt(&c.o)
@@ -336,6 +336,19 @@ func (c *Client) negotiate(ctx context.Context) (era string, tasks bool, err err
 		// Any answer but a result: a server of the 2025 revisions.
 	}
 	return c.initialize(ctx)
+}
+
+// renegotiate opens a new session in place of gone (unless another call
+// did already).
+func (c *Client) renegotiate(ctx context.Context, gone string) error {
+	c.mu.Lock()
+	if c.sessionID() == gone {
+		c.era = ""
+		c.setSession("")
+	}
+	c.mu.Unlock()
+	_, _, err := c.negotiate(ctx)
+	return err
 }
 
 func (c *Client) sessionID() string {

@@ -595,3 +595,36 @@ func TestNewRefuses(t *testing.T) {
 		t.Errorf("empty tool: %v", err)
 	}
 }
+
+// A 2025-11-25 session that ended (here by HTTP DELETE) is replaced by a
+// new one on the next call.
+func TestSessionGone(t *testing.T) {
+	t.Parallel()
+	srv, _ := newServer(t)
+	p := newProxy(srv.URL)
+	defer p.Close()
+	c := newClient(t, p.URL, client.WithVersion(client.Version2025))
+	if _, err := c.Call(t.Context(), "echo", textArgs{Text: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := p.calls("tools/call")
+	session := calls[len(calls)-1].header.Get("Mcp-Session-Id")
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodDelete, srv.URL, nil)
+	req.Header.Set("Mcp-Session-Id", session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("DELETE the session: %v %v", resp, err)
+	}
+	_ = resp.Body.Close()
+	res, err := c.Call(t.Context(), "echo", textArgs{Text: "two"})
+	if err != nil || res.Text() != "echo: two" {
+		t.Fatalf("Call after the session ended: %v %v", res, err)
+	}
+	if n := len(p.calls("initialize")); n != 2 {
+		t.Fatalf("%d initialize sent, want 2", n)
+	}
+	calls = p.calls("tools/call")
+	if s := calls[len(calls)-1].header.Get("Mcp-Session-Id"); s == session || s == "" {
+		t.Fatalf("the call after the session ended went with session %q (the old one: %q)", s, session)
+	}
+}

@@ -29,7 +29,8 @@
 //     (WithInputHandler); the client declares those capabilities only when it
 //     has one.
 //   - When the context of Call or Wait ends before the task does, the task is
-//     cancelled (tasks/cancel) and the context's error returned. Start alone
+//     cancelled (tasks/cancel) and the context's error returned; Call also
+//     cancels a task it gives up on for another reason. Start alone
 //     never cancels: its task outlives the call, to be waited for or resumed
 //     by id (Resume) later, from this process or another.
 //   - Every logical call carries one random idempotency key, as the header

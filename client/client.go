@@ -110,8 +110,9 @@ type Client struct {
 	tasks bool       // the server offers tasks on era
 
 	state   sync.Mutex
-	session string            // 2025: Mcp-Session-Id
-	support map[string]string // 2025: tool → execution.taskSupport
+	session string                   // 2025: Mcp-Session-Id
+	support map[string]string        // 2025: tool → execution.taskSupport
+	params  map[string][]headerParam // 2026: tool → its parameter headers (params.go)
 }
 
 // New returns a client of the MCP endpoint at rawURL (e.g.

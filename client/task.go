@@ -105,8 +105,19 @@ func handover(res *Result) (id string, poll time.Duration, ok bool) {
 
 func (c *Client) start2026(ctx context.Context, tool string, args json.RawMessage, key string, tasks bool) (*Task, error) {
 	params := map[string]any{"name": tool, "arguments": args}
+	marked, _ := c.paramsOf(ctx, tool, false)
 	for round := 0; ; round++ {
-		raw, err := c.call(ctx, c.request(Version2026, "tools/call", tool, params, key, tasks))
+		r := c.request(Version2026, "tools/call", tool, params, key, tasks)
+		r.header = paramHeaders(marked, args)
+		raw, err := c.call(ctx, r)
+		if needsParams(err) && marked == nil {
+			// The tool mirrors parameters in headers: learn which, once.
+			if marked, err = c.paramsOf(ctx, tool, true); err != nil {
+				return nil, err
+			}
+			r.header = paramHeaders(marked, args)
+			raw, err = c.call(ctx, r)
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -46,12 +46,13 @@ type message struct {
 
 // rpc is one request to send.
 type rpc struct {
-	era    string         // Version2026, or a 2025 revision
-	method string         // "" with resp: a response to a server request
-	params map[string]any // encoded as params
-	name   string         // Mcp-Name (2026-07-28)
-	key    string         // Idempotency-Key, "" for none
-	resp   *message       // a response to send instead of a request (2025)
+	era    string            // Version2026, or a 2025 revision
+	method string            // "" with resp: a response to a server request
+	params map[string]any    // encoded as params
+	name   string            // Mcp-Name (2026-07-28)
+	key    string            // Idempotency-Key, "" for none
+	header map[string]string // more headers (Mcp-Param-*)
+	resp   *message          // a response to send instead of a request (2025)
 	// serve answers a server-to-client request that arrives on the
 	// response stream (2025-11-25); nil: refuse it.
 	serve func(ctx context.Context, m *message) (json.RawMessage, error)
@@ -66,9 +67,27 @@ type transientError struct {
 func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
 
-// call sends r, sending it again after a transient failure (up to the
-// client's retries), and returns the result of the response.
+// call sends r and returns the result of its response. On the 2025 wire a
+// request its session is gone for (HTTP 404) opens a new session and is
+// sent once more; a task of the old session is then unknown, as it would be
+// to any other session.
 func (c *Client) call(ctx context.Context, r *rpc) (json.RawMessage, error) {
+	session := c.sessionID()
+	res, err := c.callRetrying(ctx, r)
+	var e *Error
+	if r.era == Version2026 || session == "" || r.method == "initialize" || strings.HasPrefix(r.method, "notifications/") ||
+		!errors.As(err, &e) || e.HTTPStatus != http.StatusNotFound {
+		return res, err
+	}
+	if err := c.renegotiate(ctx, session); err != nil {
+		return nil, err
+	}
+	return c.callRetrying(ctx, r)
+}
+
+// callRetrying sends r, sending it again after a transient failure (up to
+// the client's retries), and returns the result of the response.
+func (c *Client) callRetrying(ctx context.Context, r *rpc) (json.RawMessage, error) {
 	id := c.nextID.Add(1)
 	var body []byte
 	var err error
@@ -129,6 +148,9 @@ func (c *Client) send(ctx context.Context, r *rpc, id int64, body []byte) (json.
 	}
 	if r.key != "" {
 		h.Set("Idempotency-Key", r.key)
+	}
+	for k, v := range r.header {
+		h.Set(k, v)
 	}
 	if c.o.token != nil {
 		tok, err := c.o.token(ctx)

@@ -628,3 +628,41 @@ func TestSessionGone(t *testing.T) {
 		t.Fatalf("the call after the session ended went with session %q (the old one: %q)", s, session)
 	}
 }
+
+type regionArgs struct {
+	Region string `json:"region" mcpheader:"Region"`
+	Text   string `json:"text"`
+}
+
+// A tool that mirrors a parameter in a header (SEP-2243) gets the header:
+// learned from tools/list after the first refusal, then sent at once.
+func TestParamHeaders(t *testing.T) {
+	t.Parallel()
+	var cancelled atomic.Int64
+	mux := testTools(&cancelled)
+	consumer.Handle(mux, consumer.Tool{Name: "regional"},
+		func(ctx context.Context, c *consumer.Call[regionArgs]) (*consumer.Result, error) {
+			return consumer.TextResult(c.Args.Region + ": " + c.Args.Text), nil
+		})
+	srv, err := startServer(mux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	p := newProxy(srv.URL)
+	defer p.Close()
+	c := newClient(t, p.URL, client.WithVersion(client.Version2026))
+	for _, region := range []string{"eu-west-1", " Zürich "} {
+		res, err := c.Call(t.Context(), "regional", regionArgs{Region: region, Text: "hi"})
+		if err != nil || res.Text() != region+": hi" {
+			t.Fatalf("regional %q: %v %v", region, res, err)
+		}
+	}
+	calls := p.calls("tools/call")
+	if len(calls) != 3 || calls[1].header.Get("Mcp-Param-Region") != "eu-west-1" || calls[2].header.Get("Mcp-Param-Region") != "=?base64?IFrDvHJpY2gg?=" {
+		t.Fatalf("%d tools/call; want the refused one, then one with the header, then one with it at once", len(calls))
+	}
+	if n := len(p.calls("tools/list")); n != 1 {
+		t.Fatalf("tools/list read %d times, want once", n)
+	}
+}

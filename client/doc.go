@@ -43,6 +43,12 @@
 //     wait) is followed by calling its tool tasks_result with the task id until
 //     the task's own result comes; ending the context calls tasks_cancel.
 //   - WithTokenSource adds a bearer token to every request.
+//   - A tool that mirrors parameters in headers (SEP-2243, x-mcp-header) gets
+//     its Mcp-Param-* headers: the client reads the tool's schema from
+//     tools/list the first time the server refuses a call for them.
+//   - On the 2025 wire a session that ended (HTTP 404) is replaced by a new
+//     one on the next request; the old session's tasks are gone with it
+//     (without authentication a task belongs to its session).
 //
 // A tool error (isError: true) is a Result with IsError set, not an error;
 // a task that failed returns its JSON-RPC error as an *Error; a cancelled

@@ -331,10 +331,10 @@ func (c *Client) negotiate(ctx context.Context) (era string, tasks bool, err err
 			return c.era, c.tasks, nil
 		}
 		var e *Error
-		if c.o.version == Version2026 || !errors.As(err, &e) {
+		if c.o.version == Version2026 || !errors.As(err, &e) || e.HTTPStatus == http.StatusUnauthorized || e.HTTPStatus == http.StatusForbidden {
 			return "", false, fmt.Errorf("client: server/discover: %w", err)
 		}
-		// Any answer but a result: a server of the 2025 revisions.
+		// Any other answer but a result: a server of the 2025 revisions.
 	}
 	return c.initialize(ctx)
 }

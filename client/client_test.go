@@ -462,6 +462,11 @@ func TestTokenSource(t *testing.T) {
 		if !errors.As(err, &e) || e.HTTPStatus != http.StatusUnauthorized {
 			t.Fatalf("%s: no token: %v, want HTTP 401", v, err)
 		}
+		// Asking the server what it speaks stops at the 401 too.
+		_, err = newClient(t, srv.URL).Tools(ctx)
+		if !errors.As(err, &e) || e.HTTPStatus != http.StatusUnauthorized || !strings.Contains(err.Error(), "server/discover") {
+			t.Fatalf("no token, discovering: %v, want server/discover's HTTP 401", err)
+		}
 		failing := client.WithTokenSource(func(ctx context.Context) (string, error) { return "", errors.New("vault sealed") })
 		if _, err := newClient(t, srv.URL, client.WithVersion(v), failing).Tools(ctx); err == nil || !strings.Contains(err.Error(), "vault sealed") {
 			t.Fatalf("%s: a failing token source: %v", v, err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -79,7 +80,9 @@ func startServer(mux *consumer.Mux, opts ...func(*serverConfig)) (*server, error
 func (s *server) Close() {
 	s.hs.Close()
 	s.stop()
-	<-s.done
+	if err := <-s.done; err != nil {
+		log.Printf("the worker stopped: %v", err)
+	}
 }
 
 // tokens authenticates "Bearer <name>" as the principal name.

@@ -46,7 +46,7 @@ type serverConfig struct {
 // every one of them.
 func startServer(mux *consumer.Mux, opts ...func(*serverConfig)) (*server, error) {
 	cfg := serverConfig{
-		front: mcpfront.Config{Name: "memserver", Version: "1", SyncTimeout: 30 * time.Second, InlineWait: -1, StateKey: []byte("client-test")},
+		front: mcpfront.Config{Name: "memserver", Version: "1", InlineWait: -1, StateKey: []byte("client-test")},
 		poll:  20 * time.Millisecond,
 	}
 	for _, o := range opts {

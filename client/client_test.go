@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/client"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/mcpfront"
 )
 
 type none struct{}
@@ -507,11 +509,27 @@ func handoverTools(results, cancels *atomic.Int64) *consumer.Mux {
 	return mux
 }
 
+// handOverAfter sets the front end's hand-over bound (Config.HandleAfter)
+// and reports whether the front end has one: the api's own tasks_result and
+// tasks_cancel then answer, and the stand-ins above would never be called.
+func handOverAfter(cfg *mcpfront.Config, d time.Duration) bool {
+	f := reflect.ValueOf(cfg).Elem().FieldByName("HandleAfter")
+	if !f.IsValid() {
+		return false
+	}
+	f.Set(reflect.ValueOf(d))
+	return true
+}
+
 // A call made without tasks that the server hands over is followed through
 // tasks_result to the task's own result; ending the context calls
 // tasks_cancel.
 func TestHandover(t *testing.T) {
 	t.Parallel()
+	if handOverAfter(&mcpfront.Config{}, 0) {
+		testRealHandover(t)
+		return
+	}
 	for _, v := range []string{client.Version2026, client.Version2025} {
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
@@ -669,5 +687,42 @@ func TestParamHeaders(t *testing.T) {
 	}
 	if n := len(p.calls("tools/list")); n != 1 {
 		t.Fatalf("tools/list read %d times, want once", n)
+	}
+}
+
+// testRealHandover runs TestHandover against the api's own hand-over: a
+// call of a 1-s tool handed over after 200 ms is followed to its result,
+// and the tool ran once.
+func testRealHandover(t *testing.T) {
+	var runs atomic.Int64
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "slow"}, func(ctx context.Context, c *consumer.Call[WaitArgs]) (*consumer.Result, error) {
+		runs.Add(1)
+		select {
+		case <-time.After(time.Duration(c.Args.Ms) * time.Millisecond):
+			return consumer.TextResult("slow done"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
+	srv, err := startServer(mux, func(c *serverConfig) { handOverAfter(&c.front, 200*time.Millisecond) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for i, v := range []string{client.Version2026, client.Version2025} {
+		p := newProxy(srv.URL)
+		defer p.Close()
+		c := newClient(t, p.URL, client.WithVersion(v), client.WithoutTasks())
+		res, err := c.Call(t.Context(), "slow", WaitArgs{Ms: 1000})
+		if err != nil || res.Text() != "slow done" || res.TaskID == "" {
+			t.Fatalf("%s: %v %v", v, res, err)
+		}
+		if n := len(p.calls("tools/call")); n < 2 {
+			t.Fatalf("%s: %d tools/call, want the call and at least one tasks_result", v, n)
+		}
+		if runs.Load() != int64(i+1) {
+			t.Fatalf("%s: the tool ran %d times, want once per call", v, runs.Load())
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package doccheck_test holds the documentation to what the repository
 // builds: the README's worker code is the example module's main.go, which
-// the integration tests build and run, and every relative link in the
+// the integration tests build and run, its Go agent is examples/go-agent's
+// main function, and every relative link in the
 // README, docs/ and the repository's other Markdown resolves to a file of
 // the repository, and each #anchor to one of the target's headings.
 package doccheck_test
@@ -43,6 +44,21 @@ func TestREADMEWorkerIsTheExample(t *testing.T) {
 	example := read(t, filepath.Join(r, "examples", "external-worker", "main.go"))
 	if !strings.Contains(readme, "```go\n"+example+"```") {
 		t.Fatal("README.md does not show examples/external-worker/main.go verbatim in a ```go block: copy the file into the \"Writing a worker\" section")
+	}
+}
+
+// The README's Go client section shows the agent example's main function,
+// whole.
+func TestREADMEAgentIsTheExample(t *testing.T) {
+	r := root(t)
+	readme := read(t, filepath.Join(r, "README.md"))
+	agent := read(t, filepath.Join(r, "examples", "go-agent", "main.go"))
+	i := strings.Index(agent, "func main() {")
+	if i < 0 {
+		t.Fatal("examples/go-agent/main.go has no func main")
+	}
+	if !strings.Contains(readme, "```go\n"+agent[i:]+"```") {
+		t.Fatal("README.md does not show the main function of examples/go-agent/main.go verbatim in a ```go block: copy it into the \"Calling tools from Go\" section")
 	}
 }
 

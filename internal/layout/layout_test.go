@@ -1,6 +1,6 @@
 // Package layout_test enforces the package layout — which package may import
-// which: the seam packages broker and taskstate, auth and vocab import only
-// the standard library; an
+// which: the seam packages broker and taskstate, auth and vocab, and the Go
+// client (client) import only the standard library; an
 // implementation imports only its seam (auth/jwtauth and auth/authtest from
 // this module only auth); telemetry takes plain
 // values and imports no package of this module; the layers point inward;
@@ -167,8 +167,9 @@ func check(g graph) []string {
 		switch {
 		// The seam packages, auth (who a request acts for, which the front
 		// end imports) and the shared vocabulary are leaves: standard library
-		// only — the seams not even the vocabulary.
-		case p == "broker" || p == "taskstate" || p == "auth" || p == vocab:
+		// only — the seams not even the vocabulary. So is the Go client
+		// (client), which users import into their agents.
+		case p == "broker" || p == "taskstate" || p == "auth" || p == vocab || p == "client":
 			for _, imp := range g[p] {
 				if !isStd(imp) {
 					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
@@ -371,7 +372,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "client", "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -486,6 +487,8 @@ func TestPlantedViolations(t *testing.T) {
 	m := func(p string) string { return module + "/" + p }
 	for _, plant := range []struct{ from, imp, want string }{
 		{"auth", m("mcpfront"), "auth must import only the standard library, but imports " + m("mcpfront")},
+		{"client", m("vocab"), "client must import only the standard library, but imports " + m("vocab")},
+		{"client", goSDK + "/mcp", "client must import only the standard library, but imports " + goSDK + "/mcp"},
 		{"auth", "github.com/golang-jwt/jwt/v5", "auth must import only the standard library, but imports github.com/golang-jwt/jwt/v5"},
 		{"auth/jwtauth", m("mcpfront"), "auth/jwtauth may import from this module only " + m("auth") + " and internal leaves, but imports " + m("mcpfront")},
 		{"auth/authtest", m("taskstate"), "auth/authtest may import from this module only " + m("auth") + " and internal leaves, but imports " + m("taskstate")},

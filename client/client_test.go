@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/client"
 	"github.com/mcpqueue/mcpqueue/consumer"
-	"github.com/mcpqueue/mcpqueue/mcpfront"
 )
 
 type none struct{}
@@ -476,90 +474,57 @@ func TestTokenSource(t *testing.T) {
 	}
 }
 
-// handoverTools stand in for a server that hands a long call over past its
-// inline wait: long_report answers {taskId, status, pollAfterMs}, and
-// tasks_result answers the same twice, then the task's own result.
-func handoverTools(results, cancels *atomic.Int64) *consumer.Mux {
-	mux := consumer.NewMux()
-	type idArgs struct {
-		TaskID string `json:"taskId"`
-	}
-	still := func(id string) *consumer.Result {
-		r := consumer.TextResult("still running: call the tool tasks_result with {\"taskId\": \"" + id + "\"}")
-		r.StructuredContent = map[string]any{"taskId": id, "status": "working", "pollAfterMs": 10}
-		return r
-	}
-	consumer.Handle(mux, consumer.Tool{Name: "long_report", TaskSupport: consumer.TaskForbidden},
-		func(ctx context.Context, c *consumer.Call[none]) (*consumer.Result, error) { return still("T-1"), nil })
-	consumer.Handle(mux, consumer.Tool{Name: "tasks_result", TaskSupport: consumer.TaskForbidden},
-		func(ctx context.Context, c *consumer.Call[idArgs]) (*consumer.Result, error) {
-			if c.Args.TaskID != "T-1" {
-				return nil, consumer.ToolError(errors.New("unknown task " + c.Args.TaskID))
-			}
-			if results.Add(1) < 3 {
-				return still("T-1"), nil
-			}
-			return consumer.TextResult("report done"), nil
-		})
-	consumer.Handle(mux, consumer.Tool{Name: "tasks_cancel", TaskSupport: consumer.TaskForbidden},
-		func(ctx context.Context, c *consumer.Call[idArgs]) (*consumer.Result, error) {
-			cancels.Add(1)
-			return consumer.TextResult("cancelled"), nil
-		})
-	return mux
-}
-
-// handOverAfter sets the front end's hand-over bound (Config.HandleAfter)
-// and reports whether the front end has one: the api's own tasks_result and
-// tasks_cancel then answer, and the stand-ins above would never be called.
-func handOverAfter(cfg *mcpfront.Config, d time.Duration) bool {
-	f := reflect.ValueOf(cfg).Elem().FieldByName("HandleAfter")
-	if !f.IsValid() {
-		return false
-	}
-	f.Set(reflect.ValueOf(d))
-	return true
-}
-
-// A call made without tasks that the server hands over is followed through
-// tasks_result to the task's own result; ending the context calls
-// tasks_cancel.
+// A call made without tasks that the api hands over past its inline wait
+// (200 ms here) is followed through tasks_result to the task's own result,
+// and the tool ran once; Cancel of a handed-over task calls tasks_cancel,
+// which reaches the handler.
 func TestHandover(t *testing.T) {
 	t.Parallel()
-	if handOverAfter(&mcpfront.Config{}, 0) {
-		testRealHandover(t)
-		return
+	var runs, cancelled atomic.Int64
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "slow"}, func(ctx context.Context, c *consumer.Call[WaitArgs]) (*consumer.Result, error) {
+		runs.Add(1)
+		select {
+		case <-time.After(time.Duration(c.Args.Ms) * time.Millisecond):
+			return consumer.TextResult("slow done"), nil
+		case <-ctx.Done():
+			cancelled.Add(1)
+			return nil, ctx.Err()
+		}
+	})
+	srv, err := startServer(mux, func(c *serverConfig) { c.front.HandleAfter = 200 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, v := range []string{client.Version2026, client.Version2025} {
-		t.Run(v, func(t *testing.T) {
-			t.Parallel()
-			var results, cancels atomic.Int64
-			srv, err := startServer(handoverTools(&results, &cancels))
-			if err != nil {
-				t.Fatal(err)
+	defer srv.Close()
+	for i, v := range []string{client.Version2026, client.Version2025} {
+		p := newProxy(srv.URL)
+		defer p.Close()
+		c := newClient(t, p.URL, client.WithVersion(v), client.WithoutTasks())
+		res, err := c.Call(t.Context(), "slow", WaitArgs{Ms: 1000})
+		if err != nil || res.Text() != "slow done" || res.TaskID == "" {
+			t.Fatalf("%s: %v %v", v, res, err)
+		}
+		if n := len(p.calls("tools/call")); n < 2 {
+			t.Fatalf("%s: %d tools/call, want the call and at least one tasks_result", v, n)
+		}
+		if runs.Load() != int64(2*i+1) {
+			t.Fatalf("%s: the tool ran %d times, want once per call", v, runs.Load())
+		}
+		task, err := c.Start(t.Context(), "slow", WaitArgs{Ms: 60000})
+		if err != nil || task.ID() == "" {
+			t.Fatalf("%s: Start: %v", v, err)
+		}
+		if err := task.Cancel(t.Context()); err != nil {
+			t.Fatalf("%s: Cancel: %v", v, err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for cancelled.Load() != int64(i+1) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the handed-over task's handler was not cancelled (cancelled %d)", v, cancelled.Load())
 			}
-			defer srv.Close()
-			c := newClient(t, srv.URL, client.WithVersion(v), client.WithoutTasks())
-			res, err := c.Call(t.Context(), "long_report", nil)
-			if err != nil || res.Text() != "report done" || res.TaskID != "T-1" {
-				t.Fatalf("Call: %+v %v", res, err)
-			}
-			if results.Load() != 3 {
-				t.Fatalf("tasks_result called %d times, want 3", results.Load())
-			}
-			task, err := c.Start(t.Context(), "long_report", nil)
-			if err != nil || task.ID() != "T-1" {
-				t.Fatalf("Start: %+v %v", task, err)
-			}
-			if err := task.Cancel(t.Context()); err != nil || cancels.Load() != 1 {
-				t.Fatalf("Cancel: %v, tasks_cancel called %d times", err, cancels.Load())
-			}
-			// A client that uses tasks takes such a result as it is.
-			res, err = newClient(t, srv.URL, client.WithVersion(v)).Call(t.Context(), "long_report", nil)
-			if err != nil || !strings.HasPrefix(res.Text(), "still running") {
-				t.Fatalf("with tasks: %+v %v", res, err)
-			}
-		})
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
@@ -687,42 +652,5 @@ func TestParamHeaders(t *testing.T) {
 	}
 	if n := len(p.calls("tools/list")); n != 1 {
 		t.Fatalf("tools/list read %d times, want once", n)
-	}
-}
-
-// testRealHandover runs TestHandover against the api's own hand-over: a
-// call of a 1-s tool handed over after 200 ms is followed to its result,
-// and the tool ran once.
-func testRealHandover(t *testing.T) {
-	var runs atomic.Int64
-	mux := consumer.NewMux()
-	consumer.Handle(mux, consumer.Tool{Name: "slow"}, func(ctx context.Context, c *consumer.Call[WaitArgs]) (*consumer.Result, error) {
-		runs.Add(1)
-		select {
-		case <-time.After(time.Duration(c.Args.Ms) * time.Millisecond):
-			return consumer.TextResult("slow done"), nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	})
-	srv, err := startServer(mux, func(c *serverConfig) { handOverAfter(&c.front, 200*time.Millisecond) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	for i, v := range []string{client.Version2026, client.Version2025} {
-		p := newProxy(srv.URL)
-		defer p.Close()
-		c := newClient(t, p.URL, client.WithVersion(v), client.WithoutTasks())
-		res, err := c.Call(t.Context(), "slow", WaitArgs{Ms: 1000})
-		if err != nil || res.Text() != "slow done" || res.TaskID == "" {
-			t.Fatalf("%s: %v %v", v, res, err)
-		}
-		if n := len(p.calls("tools/call")); n < 2 {
-			t.Fatalf("%s: %d tools/call, want the call and at least one tasks_result", v, n)
-		}
-		if runs.Load() != int64(i+1) {
-			t.Fatalf("%s: the tool ran %d times, want once per call", v, runs.Load())
-		}
 	}
 }

@@ -23,7 +23,7 @@ import (
 type Redeliver int
 
 const (
-	// RedeliverAuto, the default, follows the tool's Annotations (MCP tool
+	// RedeliverAuto (the default) follows the tool's Annotations (MCP tool
 	// annotations): a tool annotated idempotentHint: false, or
 	// destructiveHint: true without idempotentHint: true, is not run
 	// again, unless it is also annotated readOnlyHint: true (it changes

@@ -156,25 +156,8 @@ func legacyDo(url, session, method string, params any, id any) (*legacyReply, er
 
 // legacyDoAs is legacyDo in a session of protocol version.
 func legacyDoAs(version, url, session, method string, params any, id any) (*legacyReply, error) {
-	msg := map[string]any{"jsonrpc": "2.0", "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	if id != nil {
-		msg["id"] = id
-	}
-	body, _ := json.Marshal(msg)
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if method != "initialize" {
-		req.Header.Set("MCP-Protocol-Version", version)
-	}
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
-	client := &http.Client{Timeout: 3 * time.Minute} // a 63 MiB reply on a loaded machine (TestLargeResultMemory)
-	resp, err := client.Do(req)
+	client := &http.Client{Timeout: 3 * time.Minute}
+	resp, err := client.Do(legacyRequest(version, url, session, method, params, id))
 	if err != nil {
 		return nil, fmt.Errorf("POST %s: %w", method, err)
 	}
@@ -214,6 +197,28 @@ func legacyDoAs(version, url, session, method string, params any, id any) (*lega
 		}
 	}
 	return r, nil
+}
+
+// legacyRequest is the HTTP request legacyDoAs sends.
+func legacyRequest(version, url, session, method string, params any, id any) *http.Request {
+	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if params != nil {
+		msg["params"] = params
+	}
+	if id != nil {
+		msg["id"] = id
+	}
+	body, _ := json.Marshal(msg)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if method != "initialize" {
+		req.Header.Set("MCP-Protocol-Version", version)
+	}
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	return req
 }
 
 // legacySession is a 2025-11-25 session, used on whichever replica a call names.

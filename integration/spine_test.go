@@ -26,7 +26,12 @@ type system struct {
 
 func newSystem(t *testing.T, broker string, apiArgs ...string) *system {
 	t.Helper()
-	b := harness.Build(t)
+	return newSystemOf(t, harness.Build(t), broker, apiArgs...)
+}
+
+// newSystemOf is newSystem on the binaries b.
+func newSystemOf(t *testing.T, b *harness.Bins, broker string, apiArgs ...string) *system {
+	t.Helper()
 	prefix := harness.Prefix("it", t.Name())
 	be := harness.NewBackend(t, b, broker, prefix)
 	mcpURL, api := harness.API(t, b, be, prefix, apiArgs...)

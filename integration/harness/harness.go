@@ -45,6 +45,10 @@ var (
 	buildOnce sync.Once
 	built     *Bins
 	buildErr  error
+
+	plainOnce sync.Once
+	plain     *Bins
+	plainErr  error
 )
 
 // RepoRoot is the module root.
@@ -60,48 +64,71 @@ func Prefix(tag, testName string) string {
 }
 
 // Build compiles api, worker, the conformance worker and nats-server (from
-// the module version in go.mod) into a temp dir, once.
+// the module version in go.mod) into a temp dir, once; with
+// MCPQ_RACE_BINARIES=1 with the race detector.
 func Build(t testing.TB) *Bins {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "mcpq-bins-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		b := &Bins{Dir: dir,
-			API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
-			Conformance: filepath.Join(dir, "conformance"), NATSServer: filepath.Join(dir, "nats-server"),
-			ExternalWorker: filepath.Join(dir, "external-worker"), GoSDKWorker: filepath.Join(dir, "gosdk-worker"),
-			MCPServer: filepath.Join(dir, "mcpserver")}
-		for out, pkg := range map[string]string{
-			b.API: "./cmd/api", b.Worker: "./cmd/worker", b.Conformance: "./examples/conformance",
-			b.NATSServer: "github.com/nats-io/nats-server/v2", b.ExternalWorker: "examples/external-worker",
-			b.GoSDKWorker: "./examples/gosdk-worker", b.MCPServer: "./integration/mcpserver",
-		} {
-			args := []string{"build", "-o", out}
-			if os.Getenv("MCPQ_RACE_BINARIES") == "1" {
-				args = append(args, "-race")
-			}
-			dir := RepoRoot()
-			if strings.HasPrefix(pkg, "examples/external-worker") {
-				// Its own module: built from its directory, as its
-				// author would.
-				dir, pkg = filepath.Join(dir, pkg), "."
-			}
-			cmd := exec.Command("go", append(args, pkg)...)
-			cmd.Dir = dir
-			if msg, err := cmd.CombinedOutput(); err != nil {
-				buildErr = fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
-				return
-			}
-		}
-		built = b
-	})
+	buildOnce.Do(func() { built, buildErr = build(os.Getenv("MCPQ_RACE_BINARIES") == "1", true) })
 	if buildErr != nil {
 		t.Fatalf("building binaries: %v", buildErr)
 	}
 	return built
+}
+
+// BuildPlain compiles api, worker and nats-server without the race
+// detector, whatever MCPQ_RACE_BINARIES says, once: for the tests that
+// measure a process's memory or move hundreds of megabytes, which the
+// detector's shadow memory and its 5-10x slowdown would distort (the same
+// code paths run under -race in the other tests). Bins' other fields are
+// empty.
+func BuildPlain(t testing.TB) *Bins {
+	t.Helper()
+	plainOnce.Do(func() { plain, plainErr = build(false, false) })
+	if plainErr != nil {
+		t.Fatalf("building binaries without -race: %v", plainErr)
+	}
+	return plain
+}
+
+// build compiles the binaries into a new temp dir: all of them, or with
+// all false only api, worker and nats-server.
+func build(race, all bool) (*Bins, error) {
+	dir, err := os.MkdirTemp("", "mcpq-bins-")
+	if err != nil {
+		return nil, err
+	}
+	b := &Bins{Dir: dir,
+		API: filepath.Join(dir, "api"), Worker: filepath.Join(dir, "worker"),
+		NATSServer: filepath.Join(dir, "nats-server")}
+	pkgs := map[string]string{b.API: "./cmd/api", b.Worker: "./cmd/worker", b.NATSServer: "github.com/nats-io/nats-server/v2"}
+	if all {
+		b.Conformance = filepath.Join(dir, "conformance")
+		b.ExternalWorker = filepath.Join(dir, "external-worker")
+		b.GoSDKWorker = filepath.Join(dir, "gosdk-worker")
+		b.MCPServer = filepath.Join(dir, "mcpserver")
+		pkgs[b.Conformance] = "./examples/conformance"
+		pkgs[b.ExternalWorker] = "examples/external-worker"
+		pkgs[b.GoSDKWorker] = "./examples/gosdk-worker"
+		pkgs[b.MCPServer] = "./integration/mcpserver"
+	}
+	for out, pkg := range pkgs {
+		args := []string{"build", "-o", out}
+		if race {
+			args = append(args, "-race")
+		}
+		dir := RepoRoot()
+		if strings.HasPrefix(pkg, "examples/external-worker") {
+			// Its own module: built from its directory, as its
+			// author would.
+			dir, pkg = filepath.Join(dir, pkg), "."
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Dir = dir
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+		}
+	}
+	return b, nil
 }
 
 // FreePort returns a loopback port that was free a moment ago.
@@ -342,6 +369,38 @@ func (e *RPCError) Error() string {
 
 // Call sends one request and decodes the result into out (if non-nil).
 func (c *Client) Call(ctx context.Context, method string, params map[string]any, out any) error {
+	resp, err := c.HTTP.Do(c.Request(ctx, method, params))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw = procs.LastSSEData(raw)
+	}
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  *RPCError       `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return fmt.Errorf("HTTP %d: undecodable body %q: %w", resp.StatusCode, raw, err)
+	}
+	if env.Error != nil {
+		env.Error.Status = resp.StatusCode
+		return env.Error
+	}
+	if out != nil {
+		return json.Unmarshal(env.Result, out)
+	}
+	return nil
+}
+
+// Request is the HTTP request Call sends, for a test that reads the reply
+// itself.
+func (c *Client) Request(ctx context.Context, method string, params map[string]any) *http.Request {
 	c.mu.Lock()
 	c.id++
 	id := c.id
@@ -372,33 +431,7 @@ func (c *Client) Call(ctx context.Context, method string, params map[string]any,
 	if n, ok := params["uri"].(string); ok && method == "resources/read" {
 		req.Header.Set("Mcp-Name", n)
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		raw = procs.LastSSEData(raw)
-	}
-	var env struct {
-		Result json.RawMessage `json:"result"`
-		Error  *RPCError       `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &env); err != nil {
-		return fmt.Errorf("HTTP %d: undecodable body %q: %w", resp.StatusCode, raw, err)
-	}
-	if env.Error != nil {
-		env.Error.Status = resp.StatusCode
-		return env.Error
-	}
-	if out != nil {
-		return json.Unmarshal(env.Result, out)
-	}
-	return nil
+	return req
 }
 
 // Task is the 2026-07-28 view of a task.

@@ -274,12 +274,12 @@ func TestLargeResultMemory(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, 12)
 		check := func(what string, req *http.Request, timeout time.Duration) {
-			text, sum, err := streamedText(req, timeout)
+			n, sum, err := streamedText(req, timeout)
 			switch {
 			case err != nil:
 				errs <- fmt.Errorf("%s: %w", what, err)
 			case sum != want:
-				errs <- fmt.Errorf("%s: %d bytes of text, not the ones produced", what, text)
+				errs <- fmt.Errorf("%s: %d bytes of text, not the ones produced", what, n)
 			default:
 				errs <- nil
 			}
@@ -336,8 +336,11 @@ func streamedText(req *http.Request, timeout time.Duration) (n int64, sum string
 	for !bytes.Contains(head, open) {
 		b, err := br.ReadSlice('"')
 		head = append(head, b...)
-		if err != nil || len(head) > 64<<10 {
-			return 0, "", fmt.Errorf("HTTP %d: no text block in %.500q (%w)", resp.StatusCode, head, err)
+		if err != nil {
+			return 0, "", fmt.Errorf("HTTP %d: no text block in %.500q: %w", resp.StatusCode, head, err)
+		}
+		if len(head) > 64<<10 {
+			return 0, "", fmt.Errorf("HTTP %d: no text block in the first 64 KiB: %.500q", resp.StatusCode, head)
 		}
 	}
 	h := sha256.New()

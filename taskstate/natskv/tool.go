@@ -54,9 +54,11 @@ func (s *Store) Tool(ctx context.Context, key string) (*taskstate.ToolInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	t, err := c.get(key)
-	if !errors.Is(err, taskstate.ErrNotFound) || c.known(toolKey(key)) {
-		return t, err
+	if t, known := c.lookup(key); known {
+		if t == nil {
+			return nil, taskstate.ErrNotFound
+		}
+		return t, nil
 	}
 	e, err := s.tools.Get(ctx, toolKey(key))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrInvalidKey) {
@@ -154,23 +156,27 @@ func (c *catalogCache) set(key string, t *taskstate.ToolInfo, rev uint64) {
 }
 
 func (c *catalogCache) get(name string) (*taskstate.ToolInfo, error) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	e := c.tools[toolKey(name)]
-	if e.tool == nil {
+	t, _ := c.lookup(name)
+	if t == nil {
 		return nil, taskstate.ErrNotFound
 	}
-	t := *e.tool
-	return &t, nil
+	return t, nil
 }
 
-// known reports whether the cache has seen key at all: a deletion or expiry
-// counts, so a removed tool is not read again on every call.
-func (c *catalogCache) known(key string) bool {
+// lookup returns a copy of the tool called name (nil if absent) and whether
+// the cache has seen its key at all, in one look: a deletion or expiry
+// counts as seen, so a removed tool is not read again on every call. One
+// look, not two, because the watcher may add the key between them, and
+// "absent" from the first with "seen" from the second is a wrong answer.
+func (c *catalogCache) lookup(name string) (t *taskstate.ToolInfo, known bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	_, ok := c.tools[key]
-	return ok
+	e, known := c.tools[toolKey(name)]
+	if e.tool != nil {
+		cp := *e.tool
+		t = &cp
+	}
+	return t, known
 }
 
 func (c *catalogCache) list() []*taskstate.ToolInfo {

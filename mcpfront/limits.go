@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
 	"golang.org/x/time/rate"
 )
@@ -163,28 +164,42 @@ const activeTaskPage = 256
 // admitTask refuses a new task for owner when it already has MaxActiveTasks
 // that have not ended. Tasks without an owner are not counted (the store
 // cannot list them). Concurrent requests can pass the check together: the
-// cap is approximate by up to the concurrency of one owner.
+// cap is approximate by up to the concurrency of one owner. A store that
+// counts active tasks itself (taskstate.ActiveCounter) is asked; another is
+// counted by listing the owner's tasks, finished ones included.
 func (s *Server) admitTask(ctx context.Context, owner string) *rpcError {
 	if s.cfg.MaxActiveTasks <= 0 || owner == "" {
 		return nil
+	}
+	n, err := s.countActive(ctx, owner)
+	if err != nil {
+		return s.internal("counting active tasks", err)
+	}
+	if n >= s.cfg.MaxActiveTasks {
+		return errorf(vocab.CodeLimited, http.StatusOK, fmt.Sprintf("too many active tasks: at most %d may run at once; wait for one to end or cancel one", s.cfg.MaxActiveTasks)).
+			withData(map[string]any{"maxActiveTasks": s.cfg.MaxActiveTasks})
+	}
+	return nil
+}
+
+// countActive counts owner's active tasks up to MaxActiveTasks.
+func (s *Server) countActive(ctx context.Context, owner string) (int, error) {
+	if c, ok := s.store.(taskstate.ActiveCounter); ok {
+		return c.CountActive(ctx, owner, s.cfg.MaxActiveTasks)
 	}
 	n, cursor := 0, ""
 	for {
 		tasks, next, err := s.store.List(ctx, owner, cursor, activeTaskPage)
 		if err != nil {
-			return s.internal("counting active tasks", err)
+			return 0, err
 		}
 		for _, t := range tasks {
 			if !t.Status.Terminal() {
 				n++
 			}
 		}
-		if n >= s.cfg.MaxActiveTasks {
-			return errorf(vocab.CodeLimited, http.StatusOK, fmt.Sprintf("too many active tasks: at most %d may run at once; wait for one to end or cancel one", s.cfg.MaxActiveTasks)).
-				withData(map[string]any{"maxActiveTasks": s.cfg.MaxActiveTasks})
-		}
-		if next == "" {
-			return nil
+		if n >= s.cfg.MaxActiveTasks || next == "" {
+			return n, nil
 		}
 		cursor = next
 	}

@@ -31,6 +31,10 @@ type ReaperConfig struct {
 	// LeaseExpired, if set, is told of every lapsed lease the reaper acts
 	// on (a metrics hook).
 	LeaseExpired func(tool string)
+	// Holder names this reaper to the others sharing its store, for the
+	// store's "reaper" lease (taskstate.Leaser): only the holder runs
+	// passes. Default: a random name per Reap.
+	Holder string
 }
 
 func (c *ReaperConfig) withDefaults() ReaperConfig {
@@ -53,23 +57,36 @@ type ReapStats struct {
 }
 
 // Reap runs a pass every Interval until ctx ends. Every api replica may run
-// one: each action is a compare-and-set on the record, so two reapers never
-// both act on the same state of a task, and a republished job that races
-// another is held off by the live lease of whichever run took it first.
+// one. When the store has leases (taskstate.Leaser), only the reaper that
+// holds the "reaper" lease runs passes, renewing it before each; the others
+// try to take it at every Interval, and one does within about three of
+// the holder's waits (at least a second) of its end. Either way each action is a
+// compare-and-set on the record, so two reapers never both act on the same
+// state of a task, and a republished job that races another is held off by
+// the live lease of whichever run took it first.
 //
-// A pass scans the active records, which on NATS means streaming past every
-// retained record (see natskv.Store.Scan). So that a large store cannot keep
-// an api busy scanning, the wait after a pass is also at least
+// A pass scans the active records (through the stores' active indexes, so
+// its cost follows the tasks in flight). So that a large backlog cannot
+// keep an api busy scanning, the wait after a pass is also at least
 // reapBusyFactor times what the pass took.
 func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 	c := cfg.withDefaults()
-	wait := time.NewTimer(c.Interval)
+	if c.Holder == "" {
+		c.Holder = "reaper-" + taskstate.NewID()[:16]
+	}
+	next := c.Interval // the wait before the coming pass
+	wait := time.NewTimer(next)
 	defer wait.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-wait.C:
+		}
+		if !p.holdsReaperLease(ctx, &c, next) {
+			next = c.Interval
+			wait.Reset(next)
+			continue
 		}
 		began := time.Now()
 		st, err := p.ReapOnce(ctx, &c)
@@ -79,8 +96,36 @@ func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 		if st.Requeued+st.Failed > 0 {
 			p.cfg.Logger.Info().Int("active", st.Active).Int("requeued", st.Requeued).Int("failed", st.Failed).Msg("reaper pass")
 		}
-		wait.Reset(reapWait(c.Interval, time.Since(began)))
+		after := reapWait(c.Interval, time.Since(began))
+		if after > next {
+			p.holdsReaperLease(ctx, &c, after) // a long pass: hold on through the longer wait
+		}
+		next = after
+		wait.Reset(next)
 	}
+}
+
+// reaperLease is the name of the lease the reapers of one store share.
+const reaperLease = "reaper"
+
+// holdsReaperLease takes or renews the reaper lease for c.Holder, for three
+// times the wait before the coming pass (an Interval, or longer after a long
+// pass): true when this reaper should run it. A
+// store without leases, or one that fails to answer, lets it run (two
+// reapers cost work, not correctness).
+func (p *Producer) holdsReaperLease(ctx context.Context, c *ReaperConfig, wait time.Duration) bool {
+	l, ok := p.store.(taskstate.Leaser)
+	if !ok {
+		return true
+	}
+	held, err := l.Lease(ctx, reaperLease, c.Holder, 3*wait)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.cfg.Logger.Warn().Err(err).Msg("reaper lease: running the pass anyway")
+		}
+		return true
+	}
+	return held
 }
 
 // reapBusyFactor bounds the reaper to about a tenth of an api's time.

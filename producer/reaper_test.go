@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -225,4 +226,64 @@ func TestReapParked(t *testing.T) {
 			t.Fatalf("overdue parked task: %s %q", got.Status, got.StatusMessage)
 		}
 	})
+}
+
+// scanCounter counts the passes a reaper runs on its store.
+type scanCounter struct {
+	taskstate.Store
+	n atomic.Int64
+}
+
+func (s *scanCounter) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
+	s.n.Add(1)
+	return s.Store.Scan(ctx, active, fn)
+}
+
+func (s *scanCounter) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	return s.Store.(taskstate.Leaser).Lease(ctx, name, holder, ttl)
+}
+
+// Two api replicas' reapers on one store: one runs passes, the other none,
+// until the first stops; then the other takes over.
+func TestReapOneReplicaAtATime(t *testing.T) {
+	reapBackends(t, func(t *testing.T, e *reapEnv) {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		type replica struct {
+			passes *scanCounter
+			stop   context.CancelFunc
+		}
+		var rs []replica
+		for _, holder := range []string{"api-a", "api-b"} {
+			ctx, stop := context.WithCancel(t.Context())
+			defer stop()
+			counter := &scanCounter{Store: e.store}
+			p := producer.New(counter, producer.QueueExecutor{Queue: e.queue}, nil)
+			wg.Go(func() { p.Reap(ctx, &producer.ReaperConfig{Interval: 100 * time.Millisecond, Holder: holder}) })
+			rs = append(rs, replica{counter, stop})
+		}
+		waitFor(t, "five passes", func() bool { return rs[0].passes.n.Load()+rs[1].passes.n.Load() >= 5 })
+		na, nb := rs[0].passes.n.Load(), rs[1].passes.n.Load()
+		if na > 0 && nb > 0 {
+			t.Fatalf("both reapers ran passes (%d and %d): the lease let two hold it", na, nb)
+		}
+		holder, other := rs[0], rs[1]
+		if nb > 0 {
+			holder, other = rs[1], rs[0]
+		}
+		holder.stop()
+		waitFor(t, "the other reaper taking over", func() bool { return other.passes.n.Load() > 0 })
+	})
+}
+
+// waitFor polls cond every 20ms for up to 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 10s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

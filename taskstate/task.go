@@ -274,9 +274,11 @@ func NewID() string { return rand.Text() }
 // neither seam imports the other). Stores use it to refuse keys that could
 // never exist before touching the backend.
 func ValidID(s string) bool {
-	if len(s) < 16 || len(s) > 64 {
-		return false
-	}
+	return len(s) >= 16 && len(s) <= 64 && plainName(s)
+}
+
+// plainName reports whether s holds only ASCII letters, digits, "_" and "-".
+func plainName(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {

@@ -28,6 +28,8 @@ type Store struct {
 	mu       sync.Mutex
 	rev      uint64 // the store's last revision: every write takes the next
 	tasks    map[string]*record
+	active   map[string]map[string]bool // by owner: the ids of its active tasks
+	leases   map[string]lease
 	watchers map[string]map[*watcher]bool // by task id
 	feeds    map[*taskstate.FeedQueue]bool
 	sessions entries
@@ -41,6 +43,9 @@ var (
 	_ taskstate.Sessions = (*Store)(nil)
 	_ taskstate.Blobs    = (*Store)(nil)
 	_ taskstate.Feed     = (*Store)(nil)
+
+	_ taskstate.ActiveCounter = (*Store)(nil)
+	_ taskstate.Leaser        = (*Store)(nil)
 )
 
 // record is one stored task: its encoding (taskstate.Encode), so nothing a
@@ -66,8 +71,9 @@ func New(cfg *Config) *Store {
 		c.SessionTTL = 24 * time.Hour
 	}
 	return &Store{
-		cfg: c, tasks: map[string]*record{}, watchers: map[string]map[*watcher]bool{},
-		feeds: map[*taskstate.FeedQueue]bool{}, sessions: entries{}, tools: entries{}, blobs: entries{},
+		cfg: c, tasks: map[string]*record{}, active: map[string]map[string]bool{}, leases: map[string]lease{},
+		watchers: map[string]map[*watcher]bool{},
+		feeds:    map[*taskstate.FeedQueue]bool{}, sessions: entries{}, tools: entries{}, blobs: entries{},
 	}
 }
 
@@ -102,6 +108,7 @@ func (s *Store) writeLocked(t *taskstate.Task, created time.Time, now time.Time)
 		r.expires = now.Add(t.TTL()) // retention counts from the terminal write
 	}
 	s.tasks[t.ID] = r
+	s.markLocked(t)
 	t.Revision = r.rev
 	for w := range s.watchers[t.ID] {
 		w.push(r.task())

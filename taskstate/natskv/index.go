@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -68,6 +69,39 @@ func (s *Store) index(ctx context.Context, t *taskstate.Task, ttl time.Duration)
 		return fmt.Errorf("natskv: index %s: %w", t.ID, err)
 	}
 	return nil
+}
+
+// indexNew writes a new task's entries: its owner-index entry (an owned
+// task) and, when it is active, its active-index entry, in parallel.
+func (s *Store) indexNew(ctx context.Context, t *taskstate.Task) error {
+	var msgs []*nats.Msg
+	if t.Owner != "" {
+		msgs = append(msgs, &nats.Msg{Subject: "$KV." + s.cfg.OwnerBucket + "." + indexKey(t)})
+	}
+	if !t.Status.Terminal() {
+		msgs = append(msgs, &nats.Msg{Subject: s.activeSubject(t.Owner, t.ID)})
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := s.publishAll(ctx, msgs); err != nil {
+		return fmt.Errorf("natskv: index %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// indexTerminal updates the entries of a task that has just turned
+// terminal, in parallel: its owner-index entry expires with the record, and
+// its active-index entry goes. A failure only leaves an entry that List
+// drops once the record is gone, or one that CountActive and active Scan
+// drop.
+func (s *Store) indexTerminal(ctx context.Context, t *taskstate.Task) {
+	var wg sync.WaitGroup
+	if t.Owner != "" && t.TTLMs > 0 {
+		wg.Go(func() { _ = s.index(ctx, t, t.TTL()) })
+	}
+	_ = s.unmarkActive(ctx, s.activeSubject(t.Owner, t.ID))
+	wg.Wait()
 }
 
 // List pages through the owner's records: taskstate.Store.

@@ -84,6 +84,8 @@ type Store struct {
 	// owners indexes tasks by owner; sessions holds 2025-11-25 sessions.
 	owners, sessions jetstream.KeyValue
 	blobs            jetstream.Stream // payloads out of line (blob.go)
+	ownerStream      jetstream.Stream // the owner bucket's stream: the active index (active.go)
+	reindex          onceFlag         // the active index was completed from the records (active.go)
 	cfg              Config
 	subj             string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
 
@@ -97,6 +99,9 @@ var (
 	_ taskstate.Store    = (*Store)(nil)
 	_ taskstate.Catalog  = (*Store)(nil)
 	_ taskstate.Sessions = (*Store)(nil)
+
+	_ taskstate.ActiveCounter = (*Store)(nil)
+	_ taskstate.Leaser        = (*Store)(nil)
 )
 
 // New creates (or updates) the buckets and returns the store. It refuses
@@ -151,6 +156,11 @@ func New(ctx context.Context, js jetstream.JetStream, cfg *Config) (*Store, erro
 		}
 		*b.kv = kv
 	}
+	st, err := js.Stream(ctx, "KV_"+c.OwnerBucket)
+	if err != nil {
+		return nil, fmt.Errorf("natskv: owner bucket %q: %w", c.OwnerBucket, err)
+	}
+	s.ownerStream = st
 	if err := s.ensureBlobs(ctx, storage); err != nil {
 		return nil, fmt.Errorf("natskv: blob stream %q: %w", s.blobStream(), jsdurable.ExplainReplicas(err, c.Replicas))
 	}
@@ -249,9 +259,10 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	if err != nil {
 		return err
 	}
-	// The index entry goes first: a task that exists is always listable.
-	// Its record gets no TTL here, so neither does the entry.
-	if err := s.index(ctx, t, 0); err != nil {
+	// The index entries go first: a task that exists is always listable,
+	// and an active one always in the active index (active.go). Its
+	// record gets no TTL here, so neither do the entries.
+	if err := s.indexNew(ctx, t); err != nil {
 		return err
 	}
 	rev, err := s.tasks.Create(ctx, t.ID, b)
@@ -319,9 +330,7 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 		opts = append(opts, jetstream.WithMsgTTL(ttl))
 	}
 	ack, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.subj + t.ID, Data: b}, opts...)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) { // 10164: replicated streams
+	if wrongLastSequence(err) {
 		return taskstate.ErrConflict
 	}
 	if errors.Is(err, nats.ErrMaxPayload) {
@@ -331,10 +340,8 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 		return fmt.Errorf("natskv: update %s: %w", t.ID, err)
 	}
 	t.Revision = ack.Sequence
-	if t.Status.Terminal() && t.TTLMs > 0 {
-		// The owner-index entry expires with the record. A failure here
-		// only leaves an entry that List drops once the record is gone.
-		_ = s.index(ctx, t, t.TTL())
+	if t.Status.Terminal() {
+		s.indexTerminal(ctx, t)
 	}
 	return nil
 }
@@ -489,4 +496,13 @@ func (h *watchHub) deliver(id string, t *taskstate.Task) {
 			ch <- t
 		}
 	}
+}
+
+// wrongLastSequence reports whether err is JetStream refusing a write that
+// expected another last sequence on its subject (a lost compare-and-set);
+// replicated streams answer with a code of their own (10164).
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/natskv"
@@ -40,10 +42,25 @@ func newStore(srv *natstest.Server, memory bool) statetest.NewStoreFunc {
 	}
 }
 
+// memoryStore returns a store in memory on its own server, the server's
+// JetStream and the name the store's buckets start with.
+func memoryStore(t *testing.T) (*natskv.Store, jetstream.JetStream, string) {
+	t.Helper()
+	srv := natstest.Start(t)
+	_, js := srv.Connect(t)
+	name := natstest.Name(t)
+	s, err := natskv.New(t.Context(), js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s, js, name
+}
+
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
+	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Create writes the owner-index entry just before the record, so List may
@@ -51,15 +68,8 @@ func TestContractFileStorage(t *testing.T) {
 // entry alone, or the task would never be listed.
 func TestListKeepsEntryOfCreateUnderWay(t *testing.T) {
 	t.Parallel()
-	srv := natstest.Start(t)
-	_, js := srv.Connect(t)
-	name := natstest.Name(t)
+	s, js, name := memoryStore(t)
 	ctx := t.Context()
-	s, err := natskv.New(ctx, js, &natskv.Config{TaskBucket: name + "_tasks", ToolBucket: name + "_tools", Memory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
 	now := time.Now().UTC()
 	task := &taskstate.Task{
 		ID: taskstate.NewID(), Tool: "echo", Owner: "alice", Era: taskstate.Era20260728, Mode: taskstate.ModeTask,

@@ -13,15 +13,23 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// Scan implements taskstate.Store. An ordered consumer with deliver-last-
-// per-subject reads the newest value of every key, pulled in batches of
+// Scan implements taskstate.Store: an active scan goes through the active
+// index (active.go), a full one reads every record (scanAll).
+func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
+	if active {
+		return s.scanActive(ctx, fn)
+	}
+	return s.scanAll(ctx, false, fn)
+}
+
+// scanAll reads every record. An ordered consumer with deliver-last-per-
+// subject reads the newest value of every key, pulled in batches of
 // scanBatch, until the consumer has nothing pending. Pulling bounds what the
 // client holds: a push watcher over a bucket retaining 100,000 finished
 // tasks had the server push them all into the client's buffers at once, and
-// the api's resident memory grew with the store (the reaper scans every few
-// seconds). Terminal records are skipped undecoded when only active ones
-// are asked for (see mayBeActive).
-func (s *Store) Scan(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
+// the api's resident memory grew with the store. With active set, terminal
+// records are skipped undecoded (see mayBeActive).
+func (s *Store) scanAll(ctx context.Context, active bool, fn func(*taskstate.Task) bool) error {
 	st, err := s.js.Stream(ctx, "KV_"+s.cfg.TaskBucket)
 	if err != nil {
 		return fmt.Errorf("natskv: scan: %w", err)
@@ -119,9 +127,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	err = s.tasks.Purge(ctx, id, jetstream.LastRevision(t.Revision))
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+	if wrongLastSequence(err) {
 		return taskstate.ErrConflict // terminal records do not change: it was deleted meanwhile
 	}
 	if err != nil {
@@ -130,6 +136,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if t.Owner != "" {
 		_ = s.owners.Purge(ctx, indexKey(t))
 	}
+	_ = s.unmarkActive(ctx, s.activeSubject(t.Owner, id))
 	// Its blobs (result, artifacts) go with it.
 	return s.DeleteBlobs(ctx, id)
 }

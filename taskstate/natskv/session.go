@@ -80,12 +80,10 @@ func (s *Store) editOwnerSessions(ctx context.Context, owner string, edit func(m
 		} else {
 			_, err = s.sessions.Update(ctx, key, v, rev)
 		}
-		var apiErr *jetstream.APIError
 		switch {
 		case err == nil:
 			return nil
-		case errors.Is(err, jetstream.ErrKeyExists), errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+		case errors.Is(err, jetstream.ErrKeyExists), wrongLastSequence(err):
 			if err := ctx.Err(); err != nil {
 				return err
 			}

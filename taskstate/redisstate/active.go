@@ -200,3 +200,82 @@ func (s *Store) mark(ctx context.Context, active bool, pairs []any) error {
 	}
 	return nil
 }
+
+// Each owner has a set of its own active tasks too, <prefix>owner:{<owner
+// hash>}:active, kept by the create and update scripts in the same step as
+// the record, so counting an owner's active tasks (the api's cap on them)
+// is one SCARD, whatever the owner's history. A member can go stale only
+// when an older version's script finished the task (during a rolling
+// upgrade); CountActive drops such members before a count reaches its
+// limit.
+
+// CountActive implements taskstate.ActiveCounter.
+func (s *Store) CountActive(ctx context.Context, owner string, limit int) (int, error) {
+	if owner == "" {
+		return 0, nil
+	}
+	key := s.ownerKeys(owner)[2]
+	n, err := s.rdb.SCard(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisstate: count active: %w", err)
+	}
+	if limit <= 0 || n < int64(limit) {
+		return int(n), nil
+	}
+	// At the limit: make sure no stale member is what refuses the task.
+	ids, err := s.rdb.SMembers(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisstate: count active: %w", err)
+	}
+	stale, err := s.notActive(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	if len(stale) > 0 {
+		_ = s.rdb.SRem(ctx, key, stale...).Err() // a failure leaves them for the next count
+	}
+	return min(len(ids)-len(stale), limit), nil
+}
+
+// notActive returns those of ids whose record is gone or terminal.
+func (s *Store) notActive(ctx context.Context, ids []string) ([]any, error) {
+	cmds := make([]*redis.SliceCmd, len(ids))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.HMGet(ctx, s.taskKey(id), "v", "r")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redisstate: count active: %w", err)
+	}
+	var out []any
+	for i, c := range cmds {
+		v, _ := c.Val()[0].(string)
+		if t, err := taskstate.Decode([]byte(v), 0); v == "" || err != nil || t.Status.Terminal() {
+			out = append(out, ids[i])
+		}
+	}
+	return out, nil
+}
+
+// leaseScript: KEYS[1] the lease; ARGV[1] holder, ARGV[2] TTL ms. Takes
+// the lease if it is free or holder's, and returns 1; 0 if another holds it.
+var leaseScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1`)
+
+// Lease implements taskstate.Leaser: the key <prefix>lease:<name> holds the
+// holder and expires with the lease.
+func (s *Store) Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error) {
+	if !taskstate.ValidLeaseName(name) || !taskstate.ValidLeaseName(holder) {
+		return false, fmt.Errorf("redisstate: lease %q for %q: not plain names", name, holder)
+	}
+	n, err := leaseScript.Run(ctx, s.rdb, []string{s.cfg.Prefix + "lease:" + name}, holder, max(ttl.Milliseconds(), 1)).Int()
+	if err != nil {
+		return false, fmt.Errorf("redisstate: lease %s: %w", name, err)
+	}
+	return n == 1, nil
+}

@@ -3,3 +3,6 @@ package redisstate
 // ReconcileNext makes s's next active Scan reconcile the active index, as
 // if Config.ReconcileEvery had passed.
 func ReconcileNext(s *Store) { s.recon.retry() }
+
+// OwnerHash is the hash an owner's keys are named by.
+func OwnerHash(owner string) string { return ownerHash(owner) }

@@ -136,13 +136,14 @@ func ownerHash(owner string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// ownerKeys are the owner's tasks and expiring sets; none without an owner.
+// ownerKeys are the owner's tasks, expiring and active sets; none without
+// an owner. They share a hash tag (the owner's hash).
 func (s *Store) ownerKeys(owner string) []string {
 	if owner == "" {
 		return nil
 	}
 	k := s.cfg.Prefix + "owner:{" + ownerHash(owner) + "}:"
-	return []string{k + "tasks", k + "expiring"}
+	return []string{k + "tasks", k + "expiring", k + "active"}
 }
 
 // List pages through the owner's records: taskstate.Store.

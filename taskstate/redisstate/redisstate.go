@@ -73,9 +73,11 @@ type Store struct {
 }
 
 var (
-	_ taskstate.Store    = (*Store)(nil)
-	_ taskstate.Catalog  = (*Store)(nil)
-	_ taskstate.Sessions = (*Store)(nil)
+	_ taskstate.Store         = (*Store)(nil)
+	_ taskstate.Catalog       = (*Store)(nil)
+	_ taskstate.Sessions      = (*Store)(nil)
+	_ taskstate.ActiveCounter = (*Store)(nil)
+	_ taskstate.Leaser        = (*Store)(nil)
 )
 
 // New returns a store on rdb. It does not talk to Redis until used; the
@@ -118,7 +120,8 @@ func (s *Store) watchChan(id string) string { return s.cfg.Prefix + "watch:" + i
 func (s *Store) activeKey() string          { return s.cfg.Prefix + "active" }
 
 // recordKeys are the keys the create and update scripts write: the record,
-// the active index and, for an owned task, its owner's index.
+// the active index and, for an owned task, its owner's index, retention
+// and active sets.
 func (s *Store) recordKeys(t *taskstate.Task) []string {
 	return append([]string{s.taskKey(t.ID), s.activeKey()}, s.ownerKeys(t.Owner)...)
 }
@@ -133,7 +136,8 @@ func ttlArg(t *taskstate.Task) int64 {
 }
 
 // createScript: KEYS[1] record, KEYS[2] the active index, and for an owned
-// task KEYS[3] and KEYS[4] its owner's index and retention sets; ARGV[1]
+// task KEYS[3], KEYS[4] and KEYS[5] its owner's index, retention and active
+// sets; ARGV[1]
 // JSON, ARGV[2] TTL ms (0: none), ARGV[3] task id, ARGV[4] creation time
 // (unix ns), ARGV[5] change channel, ARGV[6] "1" if the record is active.
 // Returns 0 if the key exists, else the new revision (1).
@@ -143,7 +147,8 @@ redis.call('HSET', KEYS[1], 'v', ARGV[1], 'r', 1)
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 markActive(KEYS[2], ARGV[3], ARGV[6])
-if #KEYS == 4 then
+if #KEYS == 5 then
+  markActive(KEYS[5], ARGV[3], ARGV[6])
   local now = nowMs()
   prune(KEYS[3], KEYS[4], now, 100)
   redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
@@ -158,7 +163,8 @@ redis.call('PUBLISH', ARGV[5], '1 ' .. ARGV[1])
 return 1`
 
 // updateScript: KEYS[1] record, KEYS[2] the active index, and for an owned
-// task KEYS[3] and KEYS[4] its owner's index and retention sets; ARGV[1]
+// task KEYS[3], KEYS[4] and KEYS[5] its owner's index, retention and active
+// sets; ARGV[1]
 // expected revision, ARGV[2] JSON, ARGV[3] TTL ms (0: none), ARGV[4] change
 // channel, ARGV[5] task id, ARGV[6] "1" if the new version is active.
 // Returns -1 if there is no record, -2 on a revision mismatch, else the new
@@ -176,7 +182,8 @@ else
   redis.call('PERSIST', KEYS[1])
 end
 markActive(KEYS[2], ARGV[5], ARGV[6])
-if #KEYS == 4 then
+if #KEYS == 5 then
+  markActive(KEYS[5], ARGV[5], ARGV[6])
   if ttl > 0 then
     if redis.call('ZSCORE', KEYS[3], ARGV[5]) then
       redis.call('ZADD', KEYS[4], nowMs() + ttl, ARGV[5])

@@ -73,6 +73,11 @@ type Features struct {
 	// Feed: the Store implements taskstate.Feed (one stream of every
 	// record's changes).
 	Feed bool
+	// ActiveCount: the Store implements taskstate.ActiveCounter (an
+	// owner's active tasks counted without reading its history).
+	ActiveCount bool
+	// Lease: the Store implements taskstate.Leaser (named leases).
+	Lease bool
 }
 
 // Run runs the whole contract suite as parallel subtests of t: the tests
@@ -126,6 +131,12 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	if f.Feed {
 		tests = append(tests, stateTest{"Feed", s.feed})
 	}
+	if f.ActiveCount {
+		tests = append(tests, stateTest{"CountActive", s.countActive})
+	}
+	if f.Lease {
+		tests = append(tests, stateTest{"Lease", s.lease})
+	}
 	if f.Sessions {
 		tests = append(tests,
 			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
@@ -176,6 +187,8 @@ func (s *suite) declaredFeatures(t *testing.T, e *env) {
 		{"taskstate.Sessions", s.features.Sessions, is[taskstate.Sessions](e.store)},
 		{"taskstate.Blobs", s.features.Blobs, is[taskstate.Blobs](e.store)},
 		{"taskstate.Feed", s.features.Feed, is[taskstate.Feed](e.store)},
+		{"taskstate.ActiveCounter", s.features.ActiveCount, is[taskstate.ActiveCounter](e.store)},
+		{"taskstate.Leaser", s.features.Lease, is[taskstate.Leaser](e.store)},
 	} {
 		switch {
 		case a.want && !a.has:

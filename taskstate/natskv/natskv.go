@@ -90,7 +90,6 @@ type Store struct {
 	subj             string // "$KV.<bucket>." prefix for direct CAS+TTL publishes
 
 	mu      sync.Mutex
-	watch   *watchHub
 	catalog *catalogCache
 	closed  chan struct{}
 }
@@ -276,6 +275,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 		return fmt.Errorf("natskv: create %s: %w", t.ID, err)
 	}
 	t.Revision = rev
+	s.announce(t.ID, rev, b)
 	return nil
 }
 
@@ -340,42 +340,28 @@ func (s *Store) Update(ctx context.Context, t *taskstate.Task) error {
 		return fmt.Errorf("natskv: update %s: %w", t.ID, err)
 	}
 	t.Revision = ack.Sequence
+	s.announce(t.ID, t.Revision, b)
 	if t.Status.Terminal() {
 		s.indexTerminal(ctx, t)
 	}
 	return nil
 }
 
-// Watch implements taskstate.Store. One bucket-wide watcher per Store fans
-// updates out to callers, so a waiting call costs no consumer of its own.
+// Watch implements taskstate.Store: it follows the record's announcements
+// (notify.go), after reading it.
 func (s *Store) Watch(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
 	return taskstate.WatchRecord(ctx, s, id, true, s.closed, s.subscribe, readUpdate)
 }
 
-// Follow implements taskstate.Store, on the same bucket-wide watcher.
+// Follow implements taskstate.Store on the same announcements.
 func (s *Store) Follow(ctx context.Context, id string) (<-chan *taskstate.Task, error) {
 	return taskstate.WatchRecord(ctx, s, id, false, s.closed, s.subscribe, readUpdate)
 }
 
-// subscribe has the hub hand id's new versions to the channel it returns
-// until stop.
-func (s *Store) subscribe(_ context.Context, id string) (in <-chan *taskstate.Task, stop func(), err error) {
-	hub, err := s.hub()
-	if err != nil {
-		return nil, nil, err
-	}
-	ch := hub.add(id)
-	return ch, func() { hub.remove(id, ch) }, nil
-}
-
-// readUpdate passes on a version the hub handed over; a nil one (the
-// record was deleted) ends the watch.
+// readUpdate passes on a version the subscription handed over; a nil one
+// (the record was deleted) ends the watch.
 func readUpdate(_ context.Context, _ string, t *taskstate.Task, _ uint64) (*taskstate.Task, bool) {
 	return t, t != nil
-}
-
-func (s *Store) hub() (*watchHub, error) {
-	return started(s, &s.watch, func() (*watchHub, error) { return startWatchHub(s.tasks, s.closed) })
 }
 
 // started returns *p, which start makes under s.mu the first time it is
@@ -418,84 +404,6 @@ func watchKV(kv jetstream.KeyValue, closed <-chan struct{}, fn func(jetstream.Ke
 		}
 	}()
 	return cancel, nil
-}
-
-// watchHub runs one UpdatesOnly watcher over the bucket and hands each new
-// version to the callers watching that key. A slow caller only ever holds the
-// newest version (the channel has room for one).
-type watchHub struct {
-	mu      sync.Mutex
-	waiters map[string][]chan *taskstate.Task
-}
-
-func startWatchHub(kv jetstream.KeyValue, closed <-chan struct{}) (*watchHub, error) {
-	// An UpdatesOnly watcher is live when WatchAll returns (its consumer
-	// starts at the next message) and sends no readiness marker.
-	h := &watchHub{waiters: map[string][]chan *taskstate.Task{}}
-	_, err := watchKV(kv, closed, func(e jetstream.KeyValueEntry) {
-		if e == nil || !h.watched(e.Key()) {
-			return // nobody waits on this task: skip the decode
-		}
-		var t *taskstate.Task
-		if e.Operation() == jetstream.KeyValuePut {
-			var err error
-			if t, err = taskstate.Decode(e.Value(), e.Revision()); err != nil {
-				return
-			}
-		}
-		h.deliver(e.Key(), t)
-	}, jetstream.UpdatesOnly())
-	if err != nil {
-		return nil, fmt.Errorf("natskv: watch: %w", err)
-	}
-	return h, nil
-}
-
-func (h *watchHub) add(id string) chan *taskstate.Task {
-	ch := make(chan *taskstate.Task, 1)
-	h.mu.Lock()
-	h.waiters[id] = append(h.waiters[id], ch)
-	h.mu.Unlock()
-	return ch
-}
-
-func (h *watchHub) remove(id string, ch chan *taskstate.Task) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	list := h.waiters[id]
-	for i, c := range list {
-		if c == ch {
-			list = append(list[:i], list[i+1:]...)
-			break
-		}
-	}
-	if len(list) == 0 {
-		delete(h.waiters, id)
-	} else {
-		h.waiters[id] = list
-	}
-}
-
-func (h *watchHub) watched(id string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.waiters[id]) > 0
-}
-
-func (h *watchHub) deliver(id string, t *taskstate.Task) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, ch := range h.waiters[id] {
-		select {
-		case ch <- t:
-		default: // replace the stale version with the newest
-			select {
-			case <-ch:
-			default:
-			}
-			ch <- t
-		}
-	}
 }
 
 // wrongLastSequence reports whether err is JetStream refusing a write that

@@ -133,6 +133,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("natskv: delete %s: %w", id, err)
 	}
+	s.announce(id, 0, nil)
 	if t.Owner != "" {
 		_ = s.owners.Purge(ctx, indexKey(t))
 	}

@@ -202,3 +202,39 @@ func TestRelativeLinksResolve(t *testing.T) {
 		t.Fatal("no relative link checked: the link pattern looks wrong")
 	}
 }
+
+// The README stays short (at most 12 KB), and its package map names every
+// public package at the top of the module (one with Go files that is not
+// internal, cmd, examples, integration, deploy or scripts).
+func TestREADMEPackageMap(t *testing.T) {
+	dir := root(t)
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 12<<10 {
+		t.Errorf("README.md is %d bytes; keep it within %d", len(b), 12<<10)
+	}
+	_, after, ok := strings.Cut(string(b), "\n## Packages\n")
+	if !ok {
+		t.Fatal("README.md has no ## Packages section")
+	}
+	section, _, _ := strings.Cut(after, "\n## ")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skip := map[string]bool{"internal": true, "cmd": true, "examples": true, "integration": true, "deploy": true, "scripts": true, "docs": true}
+	for _, e := range entries {
+		if !e.IsDir() || skip[e.Name()] || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		gos, _ := filepath.Glob(filepath.Join(dir, e.Name(), "*.go"))
+		if len(gos) == 0 {
+			continue
+		}
+		if !strings.Contains(section, "`"+e.Name()+"`") {
+			t.Errorf("README's package map does not name package %s", e.Name())
+		}
+	}
+}

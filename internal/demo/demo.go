@@ -68,6 +68,14 @@ type ConfirmArgs struct {
 
 // Register adds the demo tools to mux.
 func Register(mux *consumer.Mux) {
+	registerQuick(mux)
+	registerLong(mux)
+	registerLarge(mux)
+	registerInput(mux)
+}
+
+// registerQuick adds the tools that answer at once: greet, noop, fail.
+func registerQuick(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "greet", Title: "Greet", Description: "Says hello. Always answers inline, never as a task.",
 		TaskSupport: consumer.TaskForbidden,
@@ -75,6 +83,21 @@ func Register(mux *consumer.Mux) {
 		return consumer.TextResult("Hello, " + c.Args.Name + "!"), nil
 	})
 
+	consumer.Handle(mux, consumer.Tool{
+		Name: "noop", Title: "No-op", Description: "Does nothing and answers ok: the queue's own cost, for benchmarks.",
+	}, func(ctx context.Context, c *consumer.Call[struct{}]) (*consumer.Result, error) {
+		return consumer.TextResult("ok"), nil
+	})
+
+	consumer.Handle(mux, consumer.Tool{
+		Name: "fail", Title: "Fail", Description: "Always fails with a tool error (isError: true).",
+	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
+		return nil, consumer.ToolError(errors.New(cmp.Or(c.Args.Message, "this tool always fails")))
+	})
+}
+
+// registerLong adds the tools that take a while: render_report, wait.
+func registerLong(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "render_report", Title: "Render report",
 		Description: "Renders a report page by page (about 200 ms a page), reporting progress. Runs as a task when the client supports tasks.",
@@ -110,12 +133,10 @@ func Register(mux *consumer.Mux) {
 		return consumer.TextResult(fmt.Sprintf("waited %d ms (attempt %d)", c.Args.Ms, c.Attempt())), nil
 	})
 
-	consumer.Handle(mux, consumer.Tool{
-		Name: "noop", Title: "No-op", Description: "Does nothing and answers ok: the queue's own cost, for benchmarks.",
-	}, func(ctx context.Context, c *consumer.Call[struct{}]) (*consumer.Result, error) {
-		return consumer.TextResult("ok"), nil
-	})
+}
 
+// registerLarge adds the tools with large results: blob, export.
+func registerLarge(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "blob", Title: "Blob", Description: "Returns as many bytes as asked: text, or an image. For tests and benchmarks of large results.",
 	}, func(ctx context.Context, c *consumer.Call[BlobArgs]) (*consumer.Result, error) {
@@ -147,7 +168,10 @@ func Register(mux *consumer.Mux) {
 		}
 		return &consumer.Result{Content: []consumer.Content{consumer.Text(fmt.Sprintf("exported %d bytes", c.Args.Bytes)), link}}, nil
 	})
+}
 
+// registerInput adds the tool that asks the user: confirm_action.
+func registerInput(mux *consumer.Mux) {
 	consumer.Handle(mux, consumer.Tool{
 		Name: "confirm_action", Title: "Confirm action",
 		Description: "Asks the user whether to go ahead with the action (an elicitation: a task waits input_required for the answer), then says what was decided. Nothing is really done.",
@@ -165,11 +189,6 @@ func Register(mux *consumer.Mux) {
 		return consumer.TextResult("Confirmed: " + c.Args.Action), nil
 	})
 
-	consumer.Handle(mux, consumer.Tool{
-		Name: "fail", Title: "Fail", Description: "Always fails with a tool error (isError: true).",
-	}, func(ctx context.Context, c *consumer.Call[FailArgs]) (*consumer.Result, error) {
-		return nil, consumer.ToolError(errors.New(cmp.Or(c.Args.Message, "this tool always fails")))
-	})
 }
 
 // pattern is n bytes of a repeating, checkable ASCII pattern: "0123456789…".

@@ -74,45 +74,8 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, who caller) {
 	now := c.cfg.Now().UTC()
 	from := now.Truncate(time.Minute).Add(-(seriesMinutes - 1) * time.Minute)
 	ans := queueAnswer{Now: now, From: from, Minutes: seriesMinutes, Global: who.global(), Tools: []toolQueue{}}
-	tools := map[string]*toolQueue{}
-	line := func(key string) *toolQueue {
-		q := tools[key]
-		if q == nil {
-			q = &toolQueue{Tool: key, Workers: []string{}, Ended: make([]int, seriesMinutes), Failed: make([]int, seriesMinutes)}
-			tools[key] = q
-		}
-		return q
-	}
-	count := func(q *toolQueue, status string, at time.Time) {
-		if i := int(at.Sub(from) / time.Minute); !at.Before(from) && i < seriesMinutes {
-			q.Ended[i]++
-			if status == string(taskstate.Failed) || status == toolError {
-				q.Failed[i]++
-			}
-		}
-	}
-	counted := map[string]bool{} // tasks ended in the series' minutes, as the scan read them
-	truncated, err := c.scan(r.Context(), who, func(t *taskstate.Task) {
-		q := line(taskstate.CatalogKey(t.Kind, t.Tool))
-		switch {
-		case t.Status.Terminal():
-			if !t.LastUpdatedAt.Before(from) {
-				counted[t.ID] = true
-				count(q, shown(t), t.LastUpdatedAt)
-			}
-		case t.Parked != nil:
-			q.Parked++
-		case t.Status == taskstate.InputRequired:
-			q.WaitingForInput++
-		case t.Lease != nil:
-			q.Running++
-			if !slices.Contains(q.Workers, t.Lease.Worker) {
-				q.Workers = append(q.Workers, t.Lease.Worker)
-			}
-		default:
-			q.Queued++
-		}
-	})
+	qb := &queueBuilder{from: from, tools: map[string]*toolQueue{}, counted: map[string]bool{}}
+	truncated, err := c.scan(r.Context(), who, qb.addTask)
 	ans.Truncated = truncated
 	if err != nil {
 		writeErr(w, http.StatusInternalServerError, "reading tasks: "+err.Error())
@@ -120,58 +83,125 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, who caller) {
 	}
 	// What the change feed showed: tasks that ended and are gone from the
 	// store already (a short retention), and the workers that took tasks.
-	done, workers := c.track.recent(from, who.seesOwner)
-	for _, e := range done {
-		if !counted[e.id] {
-			counted[e.id] = true
-			count(line(e.key), e.status, e.at)
-		}
-	}
-	for key, ws := range workers {
-		q := line(key)
-		for _, w := range ws {
-			if !slices.Contains(q.Workers, w) {
-				q.Workers = append(q.Workers, w)
-			}
-		}
-	}
+	qb.addRecent(c.track.recent(from, who.seesOwner))
 	if c.cfg.Catalog != nil {
 		entries, err := c.cfg.Catalog.Tools(r.Context())
 		if err != nil {
 			writeErr(w, http.StatusInternalServerError, "reading the catalog: "+err.Error())
 			return
 		}
-		for _, e := range entries {
-			if e.Kind != taskstate.KindTool && e.Kind != taskstate.KindPrompt {
-				continue // resources, templates, completions: never tasks
-			}
-			q := line(e.Key())
-			q.InCatalog, q.Live = true, e.Live(now)
-			if !e.LiveUntil.IsZero() {
-				until := e.LiveUntil
-				q.LiveUntil = &until
-			}
-		}
+		qb.addCatalog(entries, now)
 	}
-	keys := make([]string, 0, len(tools))
-	for key := range tools {
-		keys = append(keys, key)
-	}
-	sort.Strings(keys)
+	keys := qb.keys()
 	if who.global() && c.cfg.Depth != nil && len(keys) > 0 {
 		by, err := c.cfg.Depth.Depth(r.Context(), keys)
 		if err != nil {
 			ans.DepthError = err.Error()
 		}
 		for key, d := range by {
-			if q := tools[key]; q != nil {
+			if q := qb.tools[key]; q != nil {
 				q.Depth = &depth{Pending: d.Pending, InFlight: d.InFlight}
 			}
 		}
 	}
-	minutes := max(now.Sub(from).Minutes(), 1)
+	ans.Tools = qb.rows(keys, now)
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// queueBuilder gathers the queue view's rows, a toolQueue per catalog key.
+type queueBuilder struct {
+	from    time.Time // the first minute of the series
+	tools   map[string]*toolQueue
+	counted map[string]bool // tasks ended in the series' minutes, counted once
+}
+
+// line is key's row, made on first use.
+func (qb *queueBuilder) line(key string) *toolQueue {
+	q := qb.tools[key]
+	if q == nil {
+		q = &toolQueue{Tool: key, Workers: []string{}, Ended: make([]int, seriesMinutes), Failed: make([]int, seriesMinutes)}
+		qb.tools[key] = q
+	}
+	return q
+}
+
+// countEnd counts task id's end, with status at at, in q's series, once.
+func (qb *queueBuilder) countEnd(q *toolQueue, id, status string, at time.Time) {
+	if qb.counted[id] || at.Before(qb.from) {
+		return
+	}
+	qb.counted[id] = true
+	if i := int(at.Sub(qb.from) / time.Minute); i < seriesMinutes {
+		q.Ended[i]++
+		if status == string(taskstate.Failed) || status == toolError {
+			q.Failed[i]++
+		}
+	}
+}
+
+// addTask counts a record the scan read.
+func (qb *queueBuilder) addTask(t *taskstate.Task) {
+	q := qb.line(taskstate.CatalogKey(t.Kind, t.Tool))
+	switch {
+	case t.Status.Terminal():
+		qb.countEnd(q, t.ID, shown(t), t.LastUpdatedAt)
+	case t.Parked != nil:
+		q.Parked++
+	case t.Status == taskstate.InputRequired:
+		q.WaitingForInput++
+	case t.Lease != nil:
+		q.Running++
+		addWorker(q, t.Lease.Worker)
+	default:
+		q.Queued++
+	}
+}
+
+// addRecent counts what the change feed saw end, and the workers it saw
+// take tasks.
+func (qb *queueBuilder) addRecent(done []ended, workers map[string][]string) {
+	for _, e := range done {
+		qb.countEnd(qb.line(e.key), e.id, e.status, e.at)
+	}
+	for key, ws := range workers {
+		q := qb.line(key)
+		for _, w := range ws {
+			addWorker(q, w)
+		}
+	}
+}
+
+// addCatalog marks the rows of the catalog's tools and prompts (resources,
+// templates and completions are never tasks) and their liveness.
+func (qb *queueBuilder) addCatalog(entries []*taskstate.ToolInfo, now time.Time) {
+	for _, e := range entries {
+		if e.Kind != taskstate.KindTool && e.Kind != taskstate.KindPrompt {
+			continue
+		}
+		q := qb.line(e.Key())
+		q.InCatalog, q.Live = true, e.Live(now)
+		if !e.LiveUntil.IsZero() {
+			until := e.LiveUntil
+			q.LiveUntil = &until
+		}
+	}
+}
+
+func (qb *queueBuilder) keys() []string {
+	keys := make([]string, 0, len(qb.tools))
+	for key := range qb.tools {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// rows are the rows of keys, with their rates over the series so far.
+func (qb *queueBuilder) rows(keys []string, now time.Time) []toolQueue {
+	minutes := max(now.Sub(qb.from).Minutes(), 1)
+	out := make([]toolQueue, 0, len(keys))
 	for _, key := range keys {
-		q := tools[key]
+		q := qb.tools[key]
 		slices.Sort(q.Workers)
 		var ended, failed int
 		for i := range q.Ended {
@@ -181,9 +211,15 @@ func (c *Console) queue(w http.ResponseWriter, r *http.Request, who caller) {
 		if ended > 0 {
 			q.FailureRate = float64(failed) / float64(ended)
 		}
-		ans.Tools = append(ans.Tools, *q)
+		out = append(out, *q)
 	}
-	writeJSON(w, http.StatusOK, ans)
+	return out
+}
+
+func addWorker(q *toolQueue, w string) {
+	if !slices.Contains(q.Workers, w) {
+		q.Workers = append(q.Workers, w)
+	}
 }
 
 // timeline is t's life as the console knows it: its creation, what the

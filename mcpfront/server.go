@@ -250,96 +250,131 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			_ = w.rc.SetReadDeadline(time.Now())
 		}
 	}()
-	if err := s.checkOrigin(r); err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
-		return
-	}
-	r, ok := s.authenticate(w, r)
+	r, ok := s.admit(w, r)
 	if !ok {
 		return
 	}
-	if s.rateLimited(w, r) {
+	body, ok := s.readBody(w, rw, r)
+	unread = !ok
+	if !ok {
 		return
 	}
-	if r.Method == http.MethodDelete && r.Header.Get(headerSession) != "" && s.sessions != nil {
+	req, info, ok := parseRequest(w, body, s.cfg.MaxDepth)
+	if !ok {
+		return
+	}
+	s.route(w, r, &req, &info, isLegacy(r, &req))
+}
+
+// admit answers what is refused or served before the body is read — a bad
+// Origin, authentication, the rate limit, a 2025-11-25 session's DELETE and
+// GET stream, another method than POST, another Content-Type than JSON, a
+// declared length over MaxBody — and reports whether the request goes on
+// (with the principal on its context).
+func (s *Server) admit(w *deadlineWriter, r *http.Request) (*http.Request, bool) {
+	if err := s.checkOrigin(r); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return r, false
+	}
+	r, ok := s.authenticate(w, r)
+	if !ok || s.rateLimited(w, r) {
+		return r, false
+	}
+	session := r.Header.Get(headerSession) != "" && s.sessions != nil
+	switch {
+	case r.Method == http.MethodDelete && session:
 		s.deleteSession(w, r)
-		return
-	}
-	if r.Method == http.MethodGet && r.Header.Get(headerSession) != "" && s.sessions != nil {
+		return r, false
+	case r.Method == http.MethodGet && session:
 		s.sessionStream(w, r) // sessionstream.go
-		return
-	}
-	if r.Method != http.MethodPost {
+		return r, false
+	case r.Method != http.MethodPost:
 		w.Header().Set("Allow", "POST")
 		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusMethodNotAllowed, "method not allowed: this endpoint takes POST"))
-		return
+		return r, false
 	}
 	if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct != "application/json" {
 		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusUnsupportedMediaType, "Content-Type must be application/json"))
-		return
-	}
-	tooBig := func() *rpcError {
-		return errorf(vocab.CodeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody))
+		return r, false
 	}
 	if r.ContentLength > s.cfg.MaxBody { // refused unread
-		writeError(w, nil, tooBig())
-		return
+		writeError(w, nil, s.tooBig())
+		return r, false
 	}
+	return r, true
+}
+
+func (s *Server) tooBig() *rpcError {
+	return errorf(vocab.CodeInvalidRequest, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.cfg.MaxBody))
+}
+
+// readBody reads the body within BodyTimeout and MaxBody, answering if it
+// cannot; false then.
+func (s *Server) readBody(w *deadlineWriter, rw http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	// The body gets BodyTimeout; the read deadline is lifted once it is
 	// in, so a stream or a long inline call is not cut off.
 	_ = w.rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, s.cfg.MaxBody))
 	_ = w.rc.SetReadDeadline(time.Time{})
-	unread = err != nil
-	if err != nil {
-		var maxErr *http.MaxBytesError
-		if errors.As(err, &maxErr) {
-			writeError(w, nil, tooBig())
-			return
-		}
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			w.Header().Set("Connection", "close")
-			writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", s.cfg.BodyTimeout)))
-			return
-		}
+	var maxErr *http.MaxBytesError
+	switch {
+	case err == nil:
+		return bytes.TrimSpace(body), true
+	case errors.As(err, &maxErr):
+		writeError(w, nil, s.tooBig())
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusRequestTimeout, fmt.Sprintf("request body not received within %s", s.cfg.BodyTimeout)))
+	default:
 		writeError(w, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "reading body: "+err.Error()))
-		return
 	}
-	body = bytes.TrimSpace(body)
+	return nil, false
+}
+
+// parseRequest checks and decodes one JSON-RPC message (no batches),
+// answering if it cannot; false then.
+func parseRequest(w http.ResponseWriter, body []byte, maxDepth int) (request, bodyInfo, bool) {
+	var req request
 	if len(body) > 0 && body[0] == '[' {
 		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "batch requests are not supported"))
-		return
+		return req, bodyInfo{}, false
 	}
-	info, id, berr := checkBody(body, s.cfg.MaxDepth) // before anything decodes it
+	info, id, berr := checkBody(body, maxDepth) // before anything decodes it
 	if berr != nil {
 		if len(id) > 0 && !validID(id) {
 			id = nil
 		}
 		writeError(w, id, berr)
-		return
+		return req, info, false
 	}
-	var req request
-	if info.decodeRequest(body, &req) {
-		// decoded from checkBody's notes (body.go)
-	} else if err := json.Unmarshal(body, &req); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
-			writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
-			return
+	if !info.decodeRequest(body, &req) { // decoded from checkBody's notes (body.go), else:
+		if err := json.Unmarshal(body, &req); err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if errors.As(err, &typeErr) { // valid JSON, not a JSON-RPC message
+				writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, fmt.Sprintf("invalid request: %q has the wrong type", typeErr.Field)))
+			} else {
+				writeError(w, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "parse error: "+err.Error()))
+			}
+			return req, info, false
 		}
-		writeError(w, nil, errorf(vocab.CodeParseError, http.StatusBadRequest, "parse error: "+err.Error()))
-		return
 	}
 	if req.JSONRPC != "2.0" {
 		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, `invalid request: "jsonrpc" must be "2.0"`))
-		return
+		return req, info, false
 	}
-	if req.isResponse() && isLegacy(r, &req) {
-		s.serveLegacy(w, r, &req) // a client's answer to an input request
+	return req, info, true
+}
+
+// route hands a parsed message to its era's server (legacy: 2025-11-25),
+// after the checks every request passes; a notification or a response
+// that is not an answer to an input request is accepted with 202.
+func (s *Server) route(w *deadlineWriter, r *http.Request, req *request, info *bodyInfo, legacy bool) {
+	if req.isResponse() && legacy {
+		s.serveLegacy(w, r, req) // a client's answer to an input request
 		return
 	}
 	if req.isResponse() || req.isNotification() {
-		if r.Header.Get(headerSession) != "" && s.sessions != nil && isLegacy(r, &req) {
+		if legacy && r.Header.Get(headerSession) != "" && s.sessions != nil {
 			if _, rerr := s.sessionOf(r); rerr != nil {
 				writeError(w, nil, rerr)
 				return
@@ -348,29 +383,39 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	if len(req.ID) > 0 && !validID(req.ID) {
-		writeError(w, nil, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: the id must be a string or a number"))
+	if rerr := checkCall(r, req); rerr != nil {
+		id := req.ID
+		if len(id) > 0 && !validID(id) {
+			id = nil // not echoed: it is not an id
+		}
+		writeError(w, id, rerr)
 		return
 	}
-	if req.Method == "" || len(req.ID) == 0 {
-		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method"))
-		return
-	}
-	if !acceptsJSON(r) {
-		writeError(w, req.ID, errorf(vocab.CodeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream"))
-		return
-	}
-	if rerr := s.checkSizes(req.Method, &info); rerr != nil {
+	if rerr := s.checkSizes(req.Method, info); rerr != nil {
 		writeError(w, req.ID, rerr)
 		return
 	}
 	r, endSpan := s.cfg.Telemetry.TraceRequest(r, req.Method, req.Params)
 	defer endSpan()
-	if isLegacy(r, &req) {
-		s.serveLegacy(w, r, &req)
+	if legacy {
+		s.serveLegacy(w, r, req)
 		return
 	}
-	s.serveModern(w, r, &req)
+	s.serveModern(w, r, req)
+}
+
+// checkCall refuses a request without a valid id and a method, or one
+// whose Accept rules out the answers.
+func checkCall(r *http.Request, req *request) *rpcError {
+	switch {
+	case len(req.ID) > 0 && !validID(req.ID):
+		return errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: the id must be a string or a number")
+	case req.Method == "" || len(req.ID) == 0:
+		return errorf(vocab.CodeInvalidRequest, http.StatusBadRequest, "invalid request: needs a string or number id and a method")
+	case !acceptsJSON(r):
+		return errorf(vocab.CodeInvalidRequest, http.StatusNotAcceptable, "Accept must allow application/json and text/event-stream")
+	}
+	return nil
 }
 
 func validID(id json.RawMessage) bool {

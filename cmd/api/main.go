@@ -34,6 +34,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
@@ -46,6 +47,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 
@@ -279,29 +281,14 @@ func faultHook(log zerolog.Logger) (func(*taskstate.Task), error) {
 func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Settings first: a server that must not start fails before it
 	// touches NATS or Redis.
-	if err := c.worker.Check(); err != nil {
-		return err
-	}
-	authn, err := c.authenticator(ctx, log)
+	st, err := c.settings(ctx, log)
 	if err != nil {
 		return err
-	}
-	fault, err := faultHook(log)
-	if err != nil {
-		return err
-	}
-	admins, err := console.ParseAdmins(backend.SplitList(c.console.admins), c.authTenantClaim != "")
-	if err != nil {
-		return err
-	}
-	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
-	if c.natsSync != "" && !allInOne {
-		return errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
 	}
 	// The addresses next, before anything starts: one in use (a second
 	// all-in-one api) fails at once, naming it.
 	natsListen := ""
-	if allInOne {
+	if st.allInOne {
 		natsListen = c.natsListen
 	}
 	ls, err := openListeners(c.listen, c.worker.Admin, natsListen)
@@ -312,76 +299,180 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	// Everything started below stops when run returns, also on an error.
 	ctx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	if allInOne {
-		ns, err := c.StartEmbeddedNATS(c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
+	b, closeBackend, err := c.startBackend(ctx, st.allInOne, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	reg := backend.NewRegistry()
+	tel, flush, err := c.startTelemetry(ctx, b, reg)
+	if err != nil {
+		return err
+	}
+	defer backend.FlushSpans(flush, log)
+	if !st.allInOne {
+		c.hintWorkers(ctx, b.Catalog, log)
+	}
+
+	var wg sync.WaitGroup
+	if st.allInOne {
+		if ready, err := c.startWorker(ctx, b, &wg, log); !ready {
+			return err // nil: ctx ended first
+		}
+	}
+	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
+		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: st.fault,
+	})
+	c.startReaper(ctx, prod, tel, &wg)
+	hosts := c.hosts()
+	front := c.newFront(prod, b, reg, tel, st.authn, hosts, log)
+	var metricsGuard func(http.Handler) http.Handler
+	if st.authn != nil && c.worker.Admin == "" {
+		metricsGuard = operatorsOnly(st.authn, st.admins)
+		log.Warn().Msg("/metrics is on the public port and answers only a global console admin's token there (authentication is on: --console-admins, */subject with a tenant claim); serve it to your scraper with --admin instead")
+	}
+	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
+	mux.Handle("/mcp", tel.InstrumentHTTP(front))
+	if st.authn != nil {
+		mountMetadata(mux, st.authn.Metadata())
+	}
+	consoleOn := c.console.mount(ctx, mux, st.authn, st.admins, prod, b, hosts, log)
+	mux.Handle("GET /{$}", rootPage(consoleOn)) // GET and HEAD of exactly "/"
+	if c.asynqmon {
+		closeMon, err := c.mountAsynqmon(mux, st.authn, st.admins, hosts, log) // console.go
 		if err != nil {
 			return err
 		}
-		defer ns.Shutdown()
+		defer closeMon()
+	}
+
+	// Headers within 10 s (a token-less request is refused right after
+	// them); the body within --body-timeout, whichever handler serves it,
+	// and a body left unread is not waited for (guardBodies, conns.go);
+	// each write within --write-timeout (mcpfront: per request, so streams
+	// live on); idle keep-alive connections for --idle-timeout.
+	srv := &http.Server{Handler: guardBodies(mux, c.conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
+	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
+	log.Info().Bool("all_in_one", st.allInOne).Str("broker", c.Broker).Bool("auth", st.authn != nil).Msg("api starting")
+	err = c.lifecycle.serve(ctx, srv, ls, admin, &c.conns, log)
+	cancelRun() // a serve error stops the in-process worker and the reaper too
+	wg.Wait()
+	return err
+}
+
+// runSettings is what run derives from the configuration before it starts
+// anything.
+type runSettings struct {
+	authn    *jwtauth.Authenticator // nil: no authentication
+	fault    func(*taskstate.Task)
+	admins   []console.Admin
+	allInOne bool // no --nats: an embedded NATS and the demo tools in-process
+}
+
+// settings checks the configuration and derives runSettings from it.
+func (c *config) settings(ctx context.Context, log zerolog.Logger) (*runSettings, error) {
+	if err := c.worker.Check(); err != nil {
+		return nil, err
+	}
+	authn, err := c.authenticator(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	fault, err := faultHook(log)
+	if err != nil {
+		return nil, err
+	}
+	admins, err := console.ParseAdmins(backend.SplitList(c.console.admins), c.authTenantClaim != "")
+	if err != nil {
+		return nil, err
+	}
+	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
+	if c.natsSync != "" && !allInOne {
+		return nil, errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
+	}
+	return &runSettings{authn: authn, fault: fault, admins: admins, allInOne: allInOne}, nil
+}
+
+// startBackend starts the embedded NATS (all-in-one) and connects to the
+// backend; the function it returns closes both.
+func (c *config) startBackend(ctx context.Context, allInOne bool, log zerolog.Logger) (*backend.Backend, func(), error) {
+	stop := func() {}
+	if allInOne {
+		ns, err := c.StartEmbeddedNATS(c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
+		if err != nil {
+			return nil, nil, err
+		}
+		stop = ns.Shutdown
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := c.Connect(cctx, "api", log)
 	cancel()
 	if err != nil {
-		return err
+		stop()
+		return nil, nil, err
 	}
-	defer b.Close()
+	return b, func() { b.Close(); stop() }, nil
+}
 
-	reg := backend.NewRegistry()
+// startTelemetry sets up tracing (the global provider too: handlers' own
+// spans join the task's trace) and the metrics on reg; flush sends the
+// spans left.
+func (c *config) startTelemetry(ctx context.Context, b *backend.Backend, reg *prometheus.Registry) (*telemetry.Telemetry, func(context.Context) error, error) {
 	tp, flush, err := c.TracerProvider(ctx, "api")
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer backend.FlushSpans(flush, log)
-	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	backend.SetGlobalTracing(tp)
 	tel := b.Telemetry(reg, tp)
 	tel.WatchQueue(b.QueueDepth(), catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
-	if !allInOne {
-		c.hintWorkers(ctx, b.Catalog, log)
-	}
+	return tel, flush, nil
+}
 
-	var wg sync.WaitGroup
-	if allInOne {
-		mux := consumer.NewMux()
-		demo.Register(mux)
-		w := c.worker.New(b, log.With().Str("service", "worker").Logger())
-		wg.Add(1)
-		runErr := make(chan error, 1)
-		go func() {
-			defer wg.Done()
-			err := w.Run(ctx, mux)
-			if err != nil {
-				log.Error().Err(err).Msg("in-process worker stopped")
-			}
-			runErr <- err
-		}()
-		// Serve only once the example tools are in the catalog.
-		select {
-		case <-w.Ready():
-		case err := <-runErr:
-			return fmt.Errorf("in-process worker: %w", err)
-		case <-ctx.Done():
-			wg.Wait()
-			return nil
+// startWorker runs the demo tools in-process (all-in-one) and waits until
+// they are in the catalog: true then; false with the worker's error, or
+// with nil when ctx ended first.
+func (c *config) startWorker(ctx context.Context, b *backend.Backend, wg *sync.WaitGroup, log zerolog.Logger) (bool, error) {
+	mux := consumer.NewMux()
+	demo.Register(mux)
+	w := c.worker.New(b, log.With().Str("service", "worker").Logger())
+	runErr := make(chan error, 1)
+	wg.Go(func() {
+		err := w.Run(ctx, mux)
+		if err != nil {
+			log.Error().Err(err).Msg("in-process worker stopped")
 		}
-	}
-
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{
-		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: fault,
+		runErr <- err
 	})
-	if c.reapInterval > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			prod.Reap(ctx, &producer.ReaperConfig{
-				Interval:     c.reapInterval,
-				PublishGrace: c.publishGrace,
-				MaxAttempts:  c.worker.MaxAttempts,
-				LeaseExpired: tel.LeaseExpired,
-			})
-		}()
+	select {
+	case <-w.Ready():
+		return true, nil
+	case err := <-runErr:
+		return false, fmt.Errorf("in-process worker: %w", err)
+	case <-ctx.Done():
+		wg.Wait()
+		return false, nil
 	}
+}
+
+// startReaper runs the reaper until ctx ends, unless --reap-interval is 0.
+func (c *config) startReaper(ctx context.Context, prod *producer.Producer, tel *telemetry.Telemetry, wg *sync.WaitGroup) {
+	if c.reapInterval <= 0 {
+		return
+	}
+	wg.Go(func() {
+		prod.Reap(ctx, &producer.ReaperConfig{
+			Interval:     c.reapInterval,
+			PublishGrace: c.publishGrace,
+			MaxAttempts:  c.worker.MaxAttempts,
+			LeaseExpired: tel.LeaseExpired,
+		})
+	})
+}
+
+// hosts are the Host headers the api answers: --allowed-hosts, the
+// --listen host and the --public-url host.
+func (c *config) hosts() []string {
 	hosts := backend.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
@@ -389,11 +480,16 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 	if u, err := url.Parse(c.publicURL); err == nil && u.Hostname() != "" {
 		hosts = append(hosts, u.Hostname())
 	}
+	return hosts
+}
+
+// newFront is the MCP endpoint as the flags configure it.
+func (c *config) newFront(prod *producer.Producer, b *backend.Backend, reg *prometheus.Registry, tel *telemetry.Telemetry, authn *jwtauth.Authenticator, hosts []string, log zerolog.Logger) *mcpfront.Server {
 	var fauth auth.Authenticator // stays nil without auth (not a nil *jwtauth.Authenticator)
 	if authn != nil {
 		fauth = authn
 	}
-	front := mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
+	return mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
 		Metrics:        reg,
 		StateKey:       []byte(c.stateKey),
 		AllowedHosts:   hosts,
@@ -413,50 +509,22 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		Logger:         log,
 		Telemetry:      tel,
 	})
-	var metricsGuard func(http.Handler) http.Handler
-	if authn != nil && c.worker.Admin == "" {
-		metricsGuard = operatorsOnly(authn, admins)
-		log.Warn().Msg("/metrics is on the public port and answers only a global console admin's token there (authentication is on: --console-admins, */subject with a tenant claim); serve it to your scraper with --admin instead")
-	}
-	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
-	mux.Handle("/mcp", tel.InstrumentHTTP(front))
-	if authn != nil {
-		// RFC 9728: the path-suffixed URL the challenges name, and the root
-		// one clients fall back to.
-		md := authn.Metadata()
-		h := auth.MetadataHandler(md)
-		paths := []string{auth.WellKnownPath, auth.WellKnownPath + "/mcp"}
-		if u, err := url.Parse(md.Resource); err == nil && strings.TrimSuffix(u.EscapedPath(), "/") != "" {
-			paths = append(paths, auth.WellKnownPath+strings.TrimSuffix(u.EscapedPath(), "/"))
-		}
-		for i, p := range paths {
-			if !slices.Contains(paths[:i], p) {
-				mux.Handle(p, h)
-			}
-		}
-	}
-	consoleOn := c.console.mount(ctx, mux, authn, admins, prod, b, hosts, log)
-	mux.Handle("GET /{$}", rootPage(consoleOn)) // GET and HEAD of exactly "/"
-	if c.asynqmon {
-		closeMon, err := c.mountAsynqmon(mux, authn, admins, hosts, log) // console.go
-		if err != nil {
-			return err
-		}
-		defer closeMon()
-	}
+}
 
-	// Headers within 10 s (a token-less request is refused right after
-	// them); the body within --body-timeout, whichever handler serves it,
-	// and a body left unread is not waited for (guardBodies, conns.go);
-	// each write within --write-timeout (mcpfront: per request, so streams
-	// live on); idle keep-alive connections for --idle-timeout.
-	srv := &http.Server{Handler: guardBodies(mux, c.conns.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: c.conns.idleTimeout}
-	srv.RegisterOnShutdown(front.EndListens) // listen streams end gracefully, not at the deadline
-	log.Info().Bool("all_in_one", allInOne).Str("broker", c.Broker).Bool("auth", authn != nil).Msg("api starting")
-	err = c.lifecycle.serve(ctx, srv, ls, admin, &c.conns, log)
-	cancelRun() // a serve error stops the in-process worker and the reaper too
-	wg.Wait()
-	return err
+// mountMetadata serves the protected resource metadata (RFC 9728) at the
+// path-suffixed URL the challenges name, and the root one clients fall
+// back to.
+func mountMetadata(mux *http.ServeMux, md auth.Metadata) {
+	h := auth.MetadataHandler(md)
+	paths := []string{auth.WellKnownPath, auth.WellKnownPath + "/mcp"}
+	if u, err := url.Parse(md.Resource); err == nil && strings.TrimSuffix(u.EscapedPath(), "/") != "" {
+		paths = append(paths, auth.WellKnownPath+strings.TrimSuffix(u.EscapedPath(), "/"))
+	}
+	for i, p := range paths {
+		if !slices.Contains(paths[:i], p) {
+			mux.Handle(p, h)
+		}
+	}
 }
 
 // hintWorkers logs how to start a worker when the catalog is empty: an api

@@ -666,7 +666,7 @@ func (w *Worker) settle(io context.Context, d broker.Delivery, f finishResult) {
 // may run again: the tool is safe to repeat, its handler checkpointed, or
 // it returned a Retryable error (it chose to run again).
 func (w *Worker) repeatable(e *entry, cs *callState, herr error) bool {
-	var re *retryable
+	var re *RetryableError
 	return e.noRepeat == "" || cs.checkpointed() || errors.As(herr, &re)
 }
 

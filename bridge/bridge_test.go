@@ -285,7 +285,8 @@ func TestServerDeathIsRetryable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `mcp server "bridge-test"`) || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("death mid-call: %v", err)
 	}
-	if errors.Is(err, consumer.ErrInputRequired) || fmt.Sprintf("%T", err) != "*consumer.retryable" {
+	var re *consumer.RetryableError
+	if errors.Is(err, consumer.ErrInputRequired) || !errors.As(err, &re) {
 		t.Fatalf("death mid-call is %T, want consumer.Retryable", err)
 	}
 	// A fresh session serves the next call.

@@ -27,15 +27,24 @@ type dynamic struct {
 // an error, and nothing changes. A Mux made by Only from m follows m's
 // Replace calls, narrowed to its names.
 //
+// The entries keep the middleware sub has at the time (Use), inside m's:
+// a run passes through m's middleware, then sub's, then the handler.
+//
 // Replace is how tools that come from elsewhere at run time (another MCP
 // server's, see package bridge) join and leave a running worker.
 func (m *Mux) Replace(group string, sub *Mux) error {
 	if group == "" {
 		return fmt.Errorf("consumer: Replace needs a group name")
 	}
+	mw := sub.middleware()
 	sub.mu.RLock()
 	next := make(map[string]*entry, len(sub.tools))
 	for k, e := range sub.tools {
+		if len(mw) > 0 {
+			wrapped := *e
+			wrapped.run = wrap(e.info.Kind, mw, e.run)
+			e = &wrapped
+		}
 		next[k] = e
 	}
 	sub.mu.RUnlock()

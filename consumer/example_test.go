@@ -115,3 +115,31 @@ func ExampleToolError() {
 	// true
 	// true
 }
+
+// A handler returns consumer.Retryable when this run failed but another
+// may not: here the process it relays the call to died. The job runs again
+// (after a short backoff, on any worker) while the tool's attempts last;
+// the last failure fails the task with the error's message. A failure the
+// model should see and act on is a ToolError instead: it never runs again.
+//
+// A middleware (Mux.Use) tells the kinds apart with errors.As, as below;
+// the error unwraps to its cause for errors.Is, and Retryable(nil) is nil.
+func ExampleRetryable() {
+	errChildDied := errors.New("child process died")
+	relay := func(ctx context.Context, c *consumer.Call[ReadFileArgs]) (*consumer.Result, error) {
+		return nil, consumer.Retryable(fmt.Errorf("relaying %s: %w", c.Args.Path, errChildDied))
+	}
+	mux := consumer.NewMux()
+	consumer.Handle(mux, consumer.Tool{Name: "relay", MaxAttempts: 5}, relay)
+
+	err := consumer.Retryable(fmt.Errorf("relaying notes.txt: %w", errChildDied))
+	var re *consumer.RetryableError
+	var te *consumer.ToolExecutionError
+	fmt.Println(err)
+	fmt.Println(errors.As(err, &re), errors.As(err, &te), errors.Is(err, errChildDied))
+	fmt.Println(consumer.Retryable(nil) == nil)
+	// Output:
+	// relaying notes.txt: child process died
+	// true false true
+	// true
+}

@@ -94,7 +94,9 @@ type Mux struct {
 	mu      sync.RWMutex
 	tools   map[string]*entry
 	dyn     dynamic
-	updates *busCell // Mux.ResourceUpdated's bus, set by the Worker that runs it
+	updates *busCell                // Mux.ResourceUpdated's bus, set by the Worker that runs it
+	mw      []func(Handler) Handler // Use
+	from    *Mux                    // the Mux this one was narrowed from (Only)
 }
 
 type entry struct {
@@ -282,7 +284,7 @@ func (m *Mux) Only(names ...string) (*Mux, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewMux()
-	out.updates = m.updates
+	out.updates, out.from = m.updates, m
 	for _, n := range names {
 		e, ok := m.tools[n]
 		if !ok {

@@ -65,20 +65,45 @@ func ResourceLink(uri, name, mimeType string, size int64) Content {
 // TextResult is a result holding one text block.
 func TextResult(s string) *Result { return &Result{Content: []Content{Text(s)}} }
 
-// toolError is an error the model should see as a tool result (isError: true).
-type toolError struct{ err error }
+// ToolExecutionError is the error ToolError returns: a tool execution
+// error in MCP's terms, which the model sees as the tool's result (isError:
+// true) and can act on. Test for one with errors.As, in a middleware (see
+// Mux.Use) say; make one with ToolError.
+type ToolExecutionError struct{ err error }
 
-func (e *toolError) Error() string { return e.err.Error() }
-func (e *toolError) Unwrap() error { return e.err }
+// Error is the message of the error ToolError was given: the text of the
+// result.
+func (e *ToolExecutionError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error ToolError was given.
+func (e *ToolExecutionError) Unwrap() error { return e.err }
 
 // ToolError marks err as a tool-level failure: the task completes with a
 // result whose isError is true and whose text is err's message, rather than
-// failing with a protocol error.
+// failing with a protocol error. ToolError(nil) is nil.
+//
+// A handler returns one of four kinds of error, by who should act on it:
+//
+//   - ToolError, when the model can do something about it: bad or
+//     inconsistent arguments, a missing file, a query that found nothing.
+//     The call is done; it does not run again.
+//   - Retryable, when this run failed but another may not: a process or
+//     connection the handler depends on died mid-call. The job runs again
+//     while the tool's attempts last (Tool.MaxAttempts); the last failure
+//     fails the task.
+//   - *ProtocolError, to fail the call with a JSON-RPC error of a code of
+//     its own (invalid params, -32602, for arguments the schema let through
+//     but the tool cannot take).
+//   - Any other error fails the task with an internal error (-32603) and
+//     its message, at once, as a panic or a timeout does.
+//
+// For a prompt, a resource read or a completion, which have no isError
+// result, a ToolError fails the call like any other error.
 func ToolError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &toolError{err}
+	return &ToolExecutionError{err}
 }
 
 // ProtocolError fails the task with this JSON-RPC error object.
@@ -92,8 +117,8 @@ func (e *ProtocolError) Error() string {
 	return fmt.Sprintf("consumer: protocol error %d: %s", e.Code, e.Message)
 }
 
-func asToolError(err error) (*toolError, bool) {
-	var te *toolError
+func asToolError(err error) (*ToolExecutionError, bool) {
+	var te *ToolExecutionError
 	ok := errors.As(err, &te)
 	return te, ok
 }

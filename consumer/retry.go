@@ -16,7 +16,9 @@ import (
 // the job runs again (after a short backoff, here or on another worker),
 // with the task's statusMessage saying why; the last attempt fails the task
 // with err's message. A handler that relays calls to another process
-// returns it when that process dies mid-call (package bridge).
+// returns it when that process dies mid-call (package bridge). An error the
+// model should see instead is a ToolError (which says when to use which).
+// Retryable(nil) is nil.
 //
 // A Retryable error runs the handler again even for a tool that is not
 // safe to repeat (Tool.Redeliver): returning it is the handler's choice.
@@ -24,19 +26,26 @@ func Retryable(err error) error {
 	if err == nil {
 		return nil
 	}
-	return &retryable{err}
+	return &RetryableError{err}
 }
 
-type retryable struct{ err error }
+// RetryableError is the error Retryable returns: the failure of one run,
+// after which the job runs again while the tool's attempts last. Test for
+// one with errors.As, in a middleware (see Mux.Use) say; make one with
+// Retryable.
+type RetryableError struct{ err error }
 
-func (e *retryable) Error() string { return e.err.Error() }
-func (e *retryable) Unwrap() error { return e.err }
+// Error is the message of the error Retryable was given.
+func (e *RetryableError) Error() string { return e.err.Error() }
+
+// Unwrap returns the error Retryable was given.
+func (e *RetryableError) Unwrap() error { return e.err }
 
 // retry hands the job back for another attempt if herr is Retryable and
 // attempts remain (done: the job is dealt with). On the last attempt it
 // returns the error to fail the task with instead.
 func (w *Worker) retry(io context.Context, log zerolog.Logger, cs *callState, d broker.Delivery, herr error, attempts int) (done bool, _ error) {
-	var re *retryable
+	var re *RetryableError
 	if !errors.As(herr, &re) {
 		return false, herr
 	}

@@ -576,7 +576,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	if raw, ok := job.Meta[vocab.MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
-	res, herr := w.call(hctx, e, cs)
+	res, herr := w.call(hctx, mux, e, cs)
 	stopTake()
 	keeper()
 	took := w.cfg.Now().Sub(started)
@@ -666,7 +666,7 @@ func (w *Worker) settle(io context.Context, d broker.Delivery, f finishResult) {
 // may run again: the tool is safe to repeat, its handler checkpointed, or
 // it returned a Retryable error (it chose to run again).
 func (w *Worker) repeatable(e *entry, cs *callState, herr error) bool {
-	var re *retryable
+	var re *RetryableError
 	return e.noRepeat == "" || cs.checkpointed() || errors.As(herr, &re)
 }
 
@@ -679,15 +679,16 @@ const (
 	finishFenced                     // another run holds the task: leave the job
 )
 
-// call runs the handler, turning a panic into a failure.
-func (w *Worker) call(ctx context.Context, e *entry, cs *callState) (res json.RawMessage, err error) {
+// call runs the handler through mux's middleware (Use), turning a panic
+// into a failure.
+func (w *Worker) call(ctx context.Context, mux *Mux, e *entry, cs *callState) (res json.RawMessage, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			w.log.Error().Str("task", cs.taskID).Interface("panic", p).Bytes("stack", debug.Stack()).Msg("handler panicked")
 			res, err = nil, &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q panicked: %v", cs.tool, p)}
 		}
 	}()
-	return e.run(ctx, cs)
+	return wrap(e.info.Kind, mux.middleware(), e.run)(ctx, cs)
 }
 
 // finish writes the outcome unless the task already ended (a cancel won)

@@ -391,25 +391,69 @@ func (w *Worker) cancelRunning(id string, cause error) {
 }
 
 // process runs one delivery to its end: a terminal record and an ack, a
-// retry, or (on shutdown) the job handed back.
+// retry, or (on shutdown) the job handed back. It goes admit → take → run →
+// finish; each step that ends the delivery itself says so.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
 	base, endRun := w.cfg.Telemetry.StartRun(base, job.TaskID, job.Kind, job.Tool, d.Delivered(), job.Meta) // every write below is in this span
 	defer endRun()
-	log := w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger()
-	// Broker and store calls use an uncancelled ctx so that bookkeeping
-	// finishes even while shutting down.
-	io := context.WithoutCancel(base)
+	r := &delivery{
+		d: d, job: job, mux: mux, base: base,
+		// Broker and store calls use an uncancelled ctx so that
+		// bookkeeping finishes even while shutting down.
+		io:  context.WithoutCancel(base),
+		log: w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger(),
+	}
+	release, ok := w.admit(r)
+	if !ok {
+		return
+	}
+	defer release()
+	if !w.take(r) {
+		return
+	}
+	res, herr, took, ok := w.run(r)
+	if !ok {
+		return
+	}
+	w.conclude(r, res, herr, took)
+}
 
-	e := mux.lookup(taskstate.CatalogKey(job.Kind, job.Tool))
-	if e == nil {
+// delivery is one delivery's state as process goes through it.
+type delivery struct {
+	d    broker.Delivery
+	job  *broker.Job
+	mux  *Mux
+	base context.Context // the run's span
+	io   context.Context // base without its cancellation: bookkeeping
+	log  zerolog.Logger
+
+	// admit
+	e      *entry
+	lease  time.Duration
+	tctx   context.Context // base, ended by a cancel or a lost lease
+	cancel context.CancelCauseFunc
+	// take
+	cs       *callState
+	rec      *taskstate.Task // the record as the take left it
+	attempt  int
+	attempts int
+}
+
+// admit finds the handler, holds the principal's share of the slots and
+// registers the run for cancellation; false: the delivery was handed back.
+// release undoes what admit held.
+func (w *Worker) admit(r *delivery) (release func(), ok bool) {
+	job, d, io, log := r.job, r.d, r.io, r.log
+	r.e = r.mux.lookup(taskstate.CatalogKey(job.Kind, job.Tool))
+	if r.e == nil {
 		// Jobs are routed by tool, so this is a guard, not a path: a job
 		// published where this worker's tools go.
 		log.Warn().Msg("this worker has no handler for the tool; handing the job back")
 		_ = d.Retry(io, backoff(d.Delivered()))
-		return
+		return nil, false
 	}
-	lease := w.lease(e)
+	r.lease = w.lease(r.e)
 	if ok, level := w.reserve(job.Owner); !ok {
 		// The principal, or its tenant, holds its share of this worker's
 		// slots: the job waits a moment so the next one, maybe another
@@ -421,56 +465,49 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		} else {
 			_ = d.Retry(io, fairDelay)
 		}
-		return
+		return nil, false
 	}
-	defer w.release(job.Owner)
-
-	tctx, cancel := context.WithCancelCause(base)
-	defer cancel(nil)
+	r.tctx, r.cancel = context.WithCancelCause(r.base)
 	// Register before reading the record: a cancel either is already on the
 	// record or reaches this entry through the broadcast.
-	if !w.register(job.TaskID, cancel) {
+	if !w.register(job.TaskID, r.cancel) {
 		log.Debug().Msg("task already running here (duplicate job); retrying it after a lease")
-		_ = d.Retry(io, lease)
-		return
+		_ = d.Retry(io, r.lease)
+		r.cancel(nil)
+		w.release(job.Owner)
+		return nil, false
 	}
-	defer w.unregister(job.TaskID)
+	return func() {
+		w.unregister(job.TaskID)
+		r.cancel(nil)
+		w.release(job.Owner)
+	}, true
+}
 
+// take reads the record and takes the task for this run (or defers the
+// take to the run's first write: lazy take); false: the delivery ended
+// here (acked, retried, failed or dropped, as the record says).
+func (w *Worker) take(r *delivery) bool {
+	job, d, io, log, e := r.job, r.d, r.io, r.log, r.e
 	rec, err := w.store.Get(io, job.TaskID)
 	switch {
 	case errors.Is(err, taskstate.ErrNotFound):
 		log.Warn().Msg("job has no task record (expired or never created); dropping it")
 		_ = d.Term(io, "no task record")
-		return
+		return false
 	case err != nil:
 		log.Error().Err(err).Msg("reading task record; retrying job")
 		_ = d.Retry(io, backoff(d.Delivered()))
-		return
+		return false
 	case rec.Status.Terminal():
 		log.Debug().Str("status", string(rec.Status)).Msg("task already terminal; acking job")
 		_ = d.Ack(io)
-		return
+		return false
 	}
 
-	// cs tracks the version of the record this run last saw, so each write
-	// starts from it and re-reads only if another writer came in between.
-	cs := &callState{
-		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner,
-		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec, trace: telemetry.LogFields(base),
-		parkAfter: w.parkAfter(e), inputTimeout: w.inputTimeout(e),
-	}
-	if cs.mode == "" {
-		cs.mode = taskstate.ModeTask
-	}
-	if job.ArgumentsRef != "" {
-		// Too large for the job: the arguments wait in a blob.
-		args, err := w.readArgs(io, job.ArgumentsRef)
-		if err != nil {
-			log.Error().Err(err).Str("blob", job.ArgumentsRef).Msg("reading the task's arguments; retrying the job")
-			_ = d.Retry(io, backoff(d.Delivered()))
-			return
-		}
-		cs.args = args
+	cs, ok := w.newCallState(r, rec)
+	if !ok {
+		return false
 	}
 
 	// Take the task: count the attempt and hold the lease, both on the
@@ -501,7 +538,7 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		}
 		t.Attempt++
 		t.MaxAttempts = attempts
-		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(lease).UTC()}
+		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(r.lease).UTC()}
 		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) {
 			t.StatusMessage = ""
 		}
@@ -524,62 +561,104 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		attempt = probe.Attempt
 		cs.deferTake(attempt, take)
 	} else {
-		rec, err = cs.mutate(io, take)
-		switch {
-		case errors.Is(err, errExhausted):
-			msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
-			w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg})
-			_ = d.Term(io, msg)
-			return
-		case errors.Is(err, errNoRepeat):
-			msg := notRepeated(job.Tool, lost, "died", e.noRepeat)
-			log.Warn().Int("lost_attempt", lost).Str("why", e.noRepeat).Msg("an earlier run did not finish and the tool is not safe to repeat; failing the task")
-			w.settle(io, d, w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}))
-			return
-		case errors.Is(err, errWaiting):
-			// A stale job of a parked task: the last answer publishes a new one.
-			log.Debug().Msg("task is parked waiting for client input; dropping the job")
-			_ = d.Ack(io)
-			return
-		case errors.Is(err, errLeaseHeld):
-			wait := held.Expires.Sub(w.cfg.Now()) + lease/10
-			log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
-			_ = d.Retry(io, wait)
-			return
-		case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
-			_ = d.Ack(io)
-			return
-		case err != nil:
-			log.Error().Err(err).Msg("taking the lease; retrying job")
-			_ = d.Retry(io, backoff(d.Delivered()))
-			return
+		if rec, err = cs.mutate(io, take); err != nil {
+			w.refuseTake(r, err, held, lost, attempts)
+			return false
 		}
 		attempt = rec.Attempt
 	}
-	log = log.With().Int("attempt", attempt).Logger()
+	r.log = log.With().Int("attempt", attempt).Logger()
+	r.rec, r.attempt, r.attempts = rec, attempt, attempts
+	return true
+}
 
+// newCallState is the run's state on record rec, with the arguments read
+// from their blob when the job names one instead of carrying them; false:
+// they could not be read and the job is retried.
+func (w *Worker) newCallState(r *delivery, rec *taskstate.Task) (*callState, bool) {
+	job, e := r.job, r.e
+	// cs tracks the version of the record this run last saw, so each write
+	// starts from it and re-reads only if another writer came in between.
+	cs := &callState{
+		w: w, taskID: job.TaskID, tool: job.Tool, owner: job.Owner,
+		args: job.Arguments, meta: job.Meta, mode: rec.Mode, rec: rec, trace: telemetry.LogFields(r.base),
+		parkAfter: w.parkAfter(e), inputTimeout: w.inputTimeout(e),
+	}
+	r.cs = cs
+	if cs.mode == "" {
+		cs.mode = taskstate.ModeTask
+	}
+	if job.ArgumentsRef != "" {
+		// Too large for the job: the arguments wait in a blob.
+		args, err := w.readArgs(r.io, job.ArgumentsRef)
+		if err != nil {
+			r.log.Error().Err(err).Str("blob", job.ArgumentsRef).Msg("reading the task's arguments; retrying the job")
+			_ = r.d.Retry(r.io, backoff(r.d.Delivered()))
+			return nil, false
+		}
+		cs.args = args
+	}
+	return cs, true
+}
+
+// refuseTake ends a delivery whose take err refused: the attempts used up
+// (failed), a tool not safe to repeat after a run that did not finish
+// (failed), a parked task (dropped), another run's live lease held (retried
+// after it), the task ended meanwhile (acked), or a failed write (retried).
+func (w *Worker) refuseTake(r *delivery, err error, held *taskstate.Lease, lost, attempts int) {
+	job, d, io, log, e, cs := r.job, r.d, r.io, r.log, r.e, r.cs
+	switch {
+	case errors.Is(err, errExhausted):
+		msg := fmt.Sprintf("gave up after %d attempts: the worker running it was lost or the job kept failing", attempts)
+		w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg})
+		_ = d.Term(io, msg)
+	case errors.Is(err, errNoRepeat):
+		msg := notRepeated(job.Tool, lost, "died", e.noRepeat)
+		log.Warn().Int("lost_attempt", lost).Str("why", e.noRepeat).Msg("an earlier run did not finish and the tool is not safe to repeat; failing the task")
+		w.settle(io, d, w.finish(io, log, cs, d, nil, &taskstate.RPCError{Code: vocab.CodeInternalError, Message: msg}))
+	case errors.Is(err, errWaiting):
+		// A stale job of a parked task: the last answer publishes a new one.
+		log.Debug().Msg("task is parked waiting for client input; dropping the job")
+		_ = d.Ack(io)
+	case errors.Is(err, errLeaseHeld):
+		wait := held.Expires.Sub(w.cfg.Now()) + r.lease/10
+		log.Debug().Str("holder", held.Worker).Dur("retry_in", wait).Msg("another worker holds the task; retrying the job after its lease")
+		_ = d.Retry(io, wait)
+	case errors.Is(err, taskstate.ErrInvalidChange): // turned terminal meanwhile
+		_ = d.Ack(io)
+	default:
+		log.Error().Err(err).Msg("taking the lease; retrying job")
+		_ = d.Retry(io, backoff(d.Delivered()))
+	}
+}
+
+// run runs the handler under the tool's timeout while the lease is kept;
+// false: the delivery ended with the run (shutdown, cancel, fencing,
+// parking), else its outcome goes to conclude.
+func (w *Worker) run(r *delivery) (res json.RawMessage, herr error, took time.Duration, ok bool) {
+	job, d, io, log, e, cs, attempt := r.job, r.d, r.io, r.log, r.e, r.cs, r.attempt
 	timeout := e.timeout
 	if timeout <= 0 {
 		timeout = w.cfg.Timeout
 	}
-	hctx, stop := context.WithTimeoutCause(tctx, timeout, errTimeout)
+	hctx, stop := context.WithTimeoutCause(r.tctx, timeout, errTimeout)
 	defer stop()
 	cs.runBound = timeout
 
 	cs.attempt = attempt
-	cs.lost = func(cause error) { cancel(cause) }
-	keeper := w.keepLease(io, hctx, d, cs, lease, log)
+	cs.lost = func(cause error) { r.cancel(cause) }
+	keeper := w.keepLease(io, hctx, d, cs, r.lease, log)
 	stopTake := cs.takeLater(io, lazyTake)
 	started := w.cfg.Now()
-	w.cfg.Telemetry.TaskStarted(job.Tool, attempt, started.Sub(rec.CreatedAt))
-	log.Info().Dur("queued", started.Sub(rec.CreatedAt)).Msg("task running")
+	w.cfg.Telemetry.TaskStarted(job.Tool, attempt, started.Sub(r.rec.CreatedAt))
+	log.Info().Dur("queued", started.Sub(r.rec.CreatedAt)).Msg("task running")
 	if raw, ok := job.Meta[vocab.MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}
-	res, herr := w.call(hctx, mux, e, cs)
+	res, herr = w.call(hctx, r.mux, e, cs)
 	stopTake()
 	keeper()
-	took := w.cfg.Now().Sub(started)
+	took = w.cfg.Now().Sub(started)
 	w.cfg.Telemetry.TaskRan(job.Tool, took)
 
 	switch cause := context.Cause(hctx); {
@@ -600,18 +679,18 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 			})
 		}
 		_ = d.Retry(io, 0)
-		return
+		return nil, nil, 0, false
 	case errors.Is(cause, ErrTaskCancelled):
 		log.Info().Dur("took", took).Msg("task cancelled while running")
 		_ = d.Ack(io)
-		return
+		return nil, nil, 0, false
 	case errors.Is(cause, ErrFenced):
 		// The job may be the one the new holder runs (a redelivery): it is
 		// not this run's to settle. Left alone, the broker hands it out
 		// again after the lease, and that delivery finds the task held or
 		// finished.
 		log.Warn().Dur("took", took).Msg("lease lost to another run; outcome discarded, job left to the broker")
-		return
+		return nil, nil, 0, false
 	case errors.Is(cause, errTimeout):
 		herr = &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
 		res = nil
@@ -621,10 +700,17 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		// publishes the job again.
 		log.Info().Dur("took", took).Msg("parked: waiting for client input without a worker slot")
 		_ = d.Ack(io)
-		return
+		return nil, nil, 0, false
 	}
+	return res, herr, took, true
+}
+
+// conclude writes a run's outcome (or a retry, or the input a sync run
+// still needs) and settles the job accordingly.
+func (w *Worker) conclude(r *delivery, res json.RawMessage, herr error, took time.Duration) {
+	job, d, io, log, cs := r.job, r.d, r.io, r.log, r.cs
 	var retried bool
-	if retried, herr = w.retry(io, log, cs, d, herr, attempts); retried { // Retryable (retry.go)
+	if retried, herr = w.retry(io, log, cs, d, herr, r.attempts); retried { // Retryable (retry.go)
 		return
 	}
 

@@ -58,10 +58,10 @@ func ParseSync(s string) (interval time.Duration, always bool, err error) {
 	return d, false, nil
 }
 
-// syncPromise says, for the startup log, what a sync policy keeps through a
+// SyncPromise says, for the startup log, what a sync policy keeps through a
 // crash of the machine (a crash of the process alone loses nothing
 // acknowledged: every write reaches the operating system first).
-func syncPromise(interval time.Duration, always bool) string {
+func SyncPromise(interval time.Duration, always bool) string {
 	if always {
 		return "every acknowledged write is on disk (fsync before ack): survives process, OS and power failures"
 	}

@@ -163,42 +163,6 @@ func TestNATSDurabilityFlags(t *testing.T) {
 	}
 }
 
-// --nats-sync reaches the embedded server's JetStream; a bad value is
-// refused before the server starts.
-func TestEmbeddedNATSSync(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		sync     string
-		interval time.Duration // what the server runs with
-		always   bool
-		bad      bool
-	}{
-		{"", 2 * time.Minute, false, false}, {"always", 2 * time.Minute, true, false}, {"ALWAYS", 2 * time.Minute, true, false},
-		{"5s", 5 * time.Second, false, false}, {"0s", 0, false, true}, {"-1s", 0, false, true}, {"sometimes", 0, false, true},
-	} {
-		o := &Options{DataDir: t.TempDir()}
-		ns, err := o.StartEmbeddedNATS("127.0.0.1:-1", c.sync, zerolog.Nop())
-		if c.bad {
-			if err == nil || !strings.Contains(err.Error(), "--nats-sync") {
-				t.Errorf("--nats-sync %q: %v; want it refused", c.sync, err)
-			}
-			if ns != nil {
-				ns.Shutdown()
-			}
-			continue
-		}
-		if err != nil {
-			t.Fatalf("--nats-sync %q: %v", c.sync, err)
-		}
-		js := ns.JetStreamConfig()
-		ns.Shutdown()
-		ns.WaitForShutdown()
-		if js == nil || js.SyncAlways != c.always || js.SyncInterval != c.interval {
-			t.Errorf("--nats-sync %q: JetStream config %+v", c.sync, js)
-		}
-	}
-}
-
 func connectRedis(t *testing.T, url string, require bool) error {
 	t.Helper()
 	o := &Options{RedisURL: url, Prefix: redistest.Name(t), RequireDurable: require}

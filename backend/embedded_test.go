@@ -1,176 +1,30 @@
 package backend
 
 import (
-	"bufio"
-	"context"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 )
-
-// startEmbedded starts the embedded NATS as the all-in-one api does, with
-// its store and key in dir, and stops it when the test ends.
-func startEmbedded(t *testing.T, dir string, auth NATSAuth) *Options {
-	t.Helper()
-	o := &Options{DataDir: dir, NATSAuth: auth, NATSStorage: "memory", Prefix: strings.ToLower(natstest.Name(t))}
-	ns, err := o.StartEmbeddedNATS("127.0.0.1:-1", "", zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return o
-}
-
-// serverInfo reads the INFO line a NATS server sends a raw TCP client.
-func serverInfo(t *testing.T, natsURL string) string {
-	t.Helper()
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(natsURL, "nats://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "INFO ") {
-		t.Fatalf("no INFO line from %s: %q %v", natsURL, line, err)
-	}
-	return line
-}
-
-// The embedded NATS requires authentication with a key it generates in the
-// data dir (mode 0600) and reuses on the next start; a client without it is
-// refused; a process given no credentials but the data dir joins.
-func TestEmbeddedNATSGeneratesKey(t *testing.T) {
-	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "data")
-	o := startEmbedded(t, dir, NATSAuth{})
-	key := filepath.Join(dir, EmbeddedNKeyFile)
-	if o.NATSAuth.NKey != key {
-		t.Fatalf("the api's own connection authenticates with %q, want %q", o.NATSAuth.NKey, key)
-	}
-	fi, err := os.Stat(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("key %s has mode %s, want 0600", key, fi.Mode().Perm())
-	}
-	seed, _ := os.ReadFile(key)
-	if !strings.HasPrefix(string(seed), "SU") {
-		t.Errorf("key %s holds %.2q…, want a user nkey seed (SU…)", key, seed)
-	}
-	if info := serverInfo(t, o.NATSURL); !strings.Contains(info, `"auth_required":true`) {
-		t.Errorf("INFO does not require auth: %s", info)
-	}
-	if nc, err := nats.Connect(o.NATSURL, nats.NoReconnect()); err == nil {
-		nc.Close()
-		t.Fatal("a client without credentials connected")
-	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
-		t.Fatalf("a client without credentials: %v, want an authorization violation", err)
-	}
-
-	// The api itself, and a worker or api tasks on this machine that know
-	// only the URL and the data dir.
-	if _, err := connectNATS(t, o); err != nil {
-		t.Fatalf("the api's own connection: %v", err)
-	}
-	joiner := &Options{NATSURL: o.NATSURL, DataDir: dir, NATSStorage: "memory", Prefix: o.Prefix}
-	if _, err := connectNATS(t, joiner); err != nil {
-		t.Fatalf("a process with the data dir: %v", err)
-	}
-	lost := &Options{NATSURL: o.NATSURL, DataDir: t.TempDir(), NATSStorage: "memory", Prefix: o.Prefix}
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	start := time.Now()
-	_, err = lost.ConnectNATS(ctx, t.Name(), zerolog.Nop())
-	wantRefused(t, time.Since(start), err, "Authorization Violation", "--nats-nkey <data-dir>/nats.nk")
-
-	// A second start of the same data dir reuses the key.
-	again := startEmbedded(t, t.TempDir(), NATSAuth{NKey: key})
-	if b, _ := os.ReadFile(key); string(b) != string(seed) {
-		t.Fatal("the key changed on the second start")
-	}
-	if _, err := connectNATS(t, &Options{NATSURL: again.NATSURL, DataDir: dir, NATSStorage: "memory", Prefix: o.Prefix}); err != nil {
-		t.Fatalf("the same key on a server started with --nats-nkey: %v", err)
-	}
-}
-
-// Credentials named explicitly are the embedded server's: a user and
-// password, a token, or an nkey seed file (generated when missing).
-func TestEmbeddedNATSExplicitCredentials(t *testing.T) {
-	t.Parallel()
-	seed := filepath.Join(t.TempDir(), "remote.nk")
-	for _, auth := range []NATSAuth{{User: "app", Password: "s3cret"}, {Token: "t0ken"}, {NKey: seed}} {
-		dir := t.TempDir()
-		o := startEmbedded(t, dir, auth)
-		if _, err := os.Stat(filepath.Join(dir, EmbeddedNKeyFile)); err == nil {
-			t.Errorf("%s: a data dir key was generated besides the named credentials", auth.method())
-		}
-		if _, err := connectNATS(t, &Options{NATSURL: o.NATSURL, NATSAuth: auth, NATSStorage: "memory", Prefix: o.Prefix}); err != nil {
-			t.Errorf("%s: %v", auth.method(), err)
-		}
-		if nc, err := nats.Connect(o.NATSURL, nats.NoReconnect()); err == nil {
-			nc.Close()
-			t.Errorf("%s: a client without credentials connected", auth.method())
-		}
-	}
-	if fi, err := os.Stat(seed); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("--nats-nkey %s was not generated with mode 0600: %v", seed, err)
-	}
-}
-
-// A listen address off loopback needs credentials named explicitly; other
-// settings the embedded server cannot honour are refused by flag.
-func TestEmbeddedNATSRefusals(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		listen string
-		auth   NATSAuth
-		want   string
-	}{
-		{"0.0.0.0:-1", NATSAuth{}, "refusing to open the embedded NATS to the network on --nats-listen 0.0.0.0:-1"},
-		{"192.0.2.1:4250", NATSAuth{}, "--nats-nkey FILE"},
-		{"127.0.0.1:-1", NATSAuth{Creds: "x.creds"}, "--nats-creds needs a NATS server in operator mode"},
-		{"127.0.0.1:-1", NATSAuth{User: "app"}, "--nats-user needs --nats-password"},
-		{"127.0.0.1:-1", NATSAuth{TLSCA: "ca.pem"}, "the embedded NATS serves no TLS"},
-	} {
-		dir := t.TempDir()
-		o := &Options{DataDir: dir, NATSAuth: c.auth}
-		ns, err := o.StartEmbeddedNATS(c.listen, "", zerolog.Nop())
-		if ns != nil {
-			ns.Shutdown()
-		}
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %+v: %v, want %q", c.listen, c.auth, err, c.want)
-		}
-		if _, err := os.Stat(filepath.Join(dir, EmbeddedNKeyFile)); err == nil {
-			t.Errorf("%s %+v: a key was generated though the start was refused", c.listen, c.auth)
-		}
-	}
-	// With credentials named, the network address is served.
-	o := &Options{DataDir: t.TempDir(), NATSAuth: NATSAuth{Token: "t0ken"}}
-	ns, err := o.StartEmbeddedNATS("0.0.0.0:-1", "", zerolog.Nop())
-	if err != nil {
-		t.Fatalf("0.0.0.0 with --nats-token: %v", err)
-	}
-	ns.Shutdown()
-}
 
 // A data dir key left from an all-in-one run does not stop a process from
 // joining another NATS on loopback that takes no credentials.
 func TestEmbeddedKeyIgnoredByOpenServer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if _, err := newSeedFile(filepath.Join(dir, EmbeddedNKeyFile)); err != nil {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, EmbeddedNKeyFile), seed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := natstest.StartWith(t, func(*server.Options) {})

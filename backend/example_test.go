@@ -10,13 +10,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/embednats"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
 // Connect the seams from an options struct instead of flags: the names of
 // the stream, consumers, buckets, queues and subjects all derive from
 // Prefix, exactly as api derives them. Here NATS is an embedded server, as
-// the all-in-one api runs it (StartEmbeddedNATS fills in its URL and the
+// the all-in-one api runs it (embednats.Start, the api's own, fills in its URL and the
 // key it generated in DataDir); a deployment names its own NATS (NATSURL,
 // NATSAuth) or Redis (Broker "asynq", RedisURL).
 func ExampleOptions_Connect() {
@@ -26,7 +27,7 @@ func ExampleOptions_Connect() {
 	}
 	defer os.RemoveAll(dir)
 	opts := &backend.Options{Broker: "nats", Prefix: "mcpq", DataDir: dir}
-	ns, err := opts.StartEmbeddedNATS("127.0.0.1:-1", "", zerolog.Nop())
+	ns, err := embednats.Start(opts, "127.0.0.1:-1", "", zerolog.Nop())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
@@ -57,7 +56,7 @@ type Options struct {
 	NATSAuth NATSAuth
 	Redis    RedisConn
 	// DataDir is where the all-in-one api keeps its embedded NATS (store
-	// and key, StartEmbeddedNATS). A process given no NATS credentials
+	// and key, internal/embednats). A process given no NATS credentials
 	// whose NATS URL is on loopback authenticates with the key there, if
 	// the file exists.
 	DataDir string
@@ -184,11 +183,4 @@ func (o *Options) ConnectNATS(ctx context.Context, name string, log zerolog.Logg
 
 func (o *Options) brokerConfig() *natsbroker.Config {
 	return &natsbroker.Config{Prefix: o.Prefix}
-}
-
-func syncName(o *server.Options) string {
-	if o.SyncAlways {
-		return "always"
-	}
-	return o.SyncInterval.String()
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/demo"
+	"github.com/mcpqueue/mcpqueue/internal/embednats"
 	"github.com/mcpqueue/mcpqueue/internal/loopback"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -398,7 +399,7 @@ func (c *config) settings(ctx context.Context, log zerolog.Logger) (*runSettings
 func (c *config) startBackend(ctx context.Context, allInOne bool, log zerolog.Logger) (*backend.Backend, func(), error) {
 	stop := func() {}
 	if allInOne {
-		ns, err := c.StartEmbeddedNATS(c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
+		ns, err := embednats.Start(&c.Options, c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
 		if err != nil {
 			return nil, nil, err
 		}

@@ -7,7 +7,9 @@
 // only cmd/, backend and integration name an implementation; only gosdk (and
 // users' code) imports go-sdk; and nothing imports an example but the
 // example itself (examples/conformance its fixtures), so the binaries'
-// demo tools live in internal/demo (docs/architecture.md, "Processes and
+// demo tools live in internal/demo; and only internal/embednats (the
+// all-in-one api's server) and the tests import nats-server, so a worker
+// module built on backend, worker and consumer does not (docs/architecture.md, "Processes and
 // seams"; docs/adr/0002-wire-layer-and-go-sdk.md). It reads the module's
 // import graph with go/build (non-test files only, for the current
 // platform) and fails with the offending import and the path that leads
@@ -71,6 +73,18 @@ const goSDK = "github.com/modelcontextprotocol/go-sdk"
 
 // mayUseGoSDK are the packages that may import go-sdk.
 var mayUseGoSDK = []string{"gosdk", "examples", "integration"}
+
+// natsServer is the NATS server. Only the all-in-one api's embedded server
+// (internal/embednats) and the tests' servers import it, so a worker module
+// (backend, worker, consumer) never builds it.
+const natsServer = "github.com/nats-io/nats-server/v2"
+
+// mayUseNATSServer are the packages that may import nats-server.
+var mayUseNATSServer = []string{"internal/embednats", "internal/natstest", "integration"}
+
+// workerSurface are the packages a worker module imports: none may reach
+// nats-server.
+var workerSurface = []string{"backend", "worker", "consumer"}
 
 // graph maps a module-relative package path ("" is the root) to its
 // non-test imports (full import paths).
@@ -300,8 +314,40 @@ func check(g graph) []string {
 			}
 		}
 	}
+	bad = append(bad, checkNATSServer(g)...)
 	sort.Strings(bad)
 	return slices.Compact(bad)
+}
+
+// checkNATSServer: only mayUseNATSServer import nats-server, and the worker
+// surface reaches no package that does.
+func checkNATSServer(g graph) []string {
+	var bad []string
+	imports := func(p string) string {
+		for _, imp := range g[p] {
+			if imp == natsServer || strings.HasPrefix(imp, natsServer+"/") {
+				return imp
+			}
+		}
+		return ""
+	}
+	for p := range g {
+		ok := false
+		for _, d := range mayUseNATSServer {
+			ok = ok || under(p, d)
+		}
+		if imp := imports(p); imp != "" && !ok {
+			bad = append(bad, fmt.Sprintf("%s imports %s; only internal/embednats (and internal/natstest, integration/) may", p, imp))
+		}
+	}
+	for _, p := range workerSurface {
+		for dep, c := range g.deps(p) {
+			if imports(dep) != "" {
+				bad = append(bad, fmt.Sprintf("%s reaches nats-server: %s", p, chain(c)))
+			}
+		}
+	}
+	return bad
 }
 
 func moduleRoot(t *testing.T) string {
@@ -500,6 +546,8 @@ func TestPlantedViolations(t *testing.T) {
 		{"examples/gosdk-worker", m("examples/conformance/fixtures"), "examples/gosdk-worker imports " + m("examples/conformance/fixtures") + "; nothing may import an example but the example itself"},
 		{"broker", m("taskstate"), "broker must import only the standard library, but imports " + m("taskstate")},
 		{"consumer", m("mcpfront"), "consumer must never import mcpfront, but does: consumer → mcpfront"},
+		{"backend", natsServer + "/server", "backend imports " + natsServer + "/server; only internal/embednats (and internal/natstest, integration/) may"},
+		{"worker", m("internal/embednats"), "worker reaches nats-server: worker → internal/embednats"},
 	} {
 		if _, ok := base[plant.from]; !ok {
 			t.Errorf("planting %s → %s: package %s not in the module", plant.from, plant.imp, plant.from)

@@ -5,6 +5,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -54,5 +55,28 @@ func TestShortFunctions(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A worker in a module of its own (examples/external-worker, built as a
+// user's module would be) does not depend on nats-server: its go list
+// -deps holds no package of it.
+func TestWorkerModuleWithoutNATSServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go list on another module")
+	}
+	cmd := exec.Command("go", "list", "-deps", ".")
+	cmd.Dir = filepath.Join("..", "..", "examples", "external-worker")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps in examples/external-worker: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "github.com/mcpqueue/mcpqueue/worker") {
+		t.Fatalf("go list -deps in examples/external-worker does not list the worker package:\n%s", out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, natsServer) {
+			t.Errorf("examples/external-worker depends on %s", line)
+		}
 	}
 }

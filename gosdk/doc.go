@@ -10,10 +10,9 @@
 //
 //	server := mcp.NewServer(&mcp.Implementation{Name: "files"}, nil)
 //	mcp.AddTool(server, &mcp.Tool{Name: "delete"}, deleteFile)
-//	worker.Main("files", func(mux *consumer.Mux) {
-//		if _, err := gosdk.Serve(context.Background(), mux, server, nil); err != nil {
-//			panic(err)
-//		}
+//	worker.Main("files", func(ctx context.Context, mux *consumer.Mux) error {
+//		_, err := gosdk.Serve(ctx, mux, server, nil) // the relay ends with ctx
+//		return err
 //	})
 //
 // This package is the only one of the module that imports go-sdk (the

@@ -20,10 +20,22 @@ type Count struct {
 // cmd/worker (--nats, --broker, --prefix, --concurrency, --tools, …) and
 // serves word_count until SIGINT or SIGTERM.
 func ExampleMain() {
-	worker.Main("word-count", func(mux *consumer.Mux) {
+	worker.Main("word-count", func(ctx context.Context, mux *consumer.Mux) error {
 		consumer.Handle(mux, consumer.Tool{Name: "word_count", Description: "Counts the words of a text."},
 			func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
 				return Count{Words: len(strings.Fields(c.Args.Text))}, nil
 			})
+		return nil
 	})
+}
+
+// A register function that only adds handlers, as a RegisterFunc.
+func ExampleStatic() {
+	register := func(mux *consumer.Mux) {
+		consumer.Handle(mux, consumer.Tool{Name: "word_count"},
+			func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
+				return Count{Words: len(strings.Fields(c.Args.Text))}, nil
+			})
+	}
+	worker.Main("word-count", worker.Static(register))
 }

@@ -84,13 +84,28 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 	})
 }
 
+// RegisterFunc adds a worker's tools (and prompts, resources, completions)
+// to mux. ctx ends when the worker stops: what the function starts with it
+// (a relay to an MCP server, gosdk.Serve) ends with the worker. An error
+// stops the worker before it takes any job.
+type RegisterFunc func(ctx context.Context, mux *consumer.Mux) error
+
+// Static is a RegisterFunc of a register function that starts nothing and
+// cannot fail (consumer.Handle calls only).
+func Static(register func(*consumer.Mux)) RegisterFunc {
+	return func(_ context.Context, mux *consumer.Mux) error {
+		register(mux)
+		return nil
+	}
+}
+
 // Main is the whole main of a worker binary: it parses the flags (and their
 // environment variables) from os.Args, connects the backend, runs the tools
 // register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
 // reason on standard error when it cannot start or run, 2 for bad flags or
 // environment variables (backend.Env) or any word that is not a flag, in one
 // line; --print-config prints the settings and exits 0.
-func Main(name string, register func(*consumer.Mux)) {
+func Main(name string, register RegisterFunc) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	var opts backend.Options
 	var wo Options
@@ -115,13 +130,17 @@ func Main(name string, register func(*consumer.Mux)) {
 // Run is Main without flags and signals: it connects the backend opts
 // describes, runs the tools register adds until ctx ends, drains and
 // returns. name names the process on the broker connection, in traces and
-// in logs.
-func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register func(*consumer.Mux), log zerolog.Logger) error {
+// in logs. Telemetry the caller set in wo.Telemetry is used as it is;
+// without, Run makes the process's own (metrics on --admin, traces as
+// configured).
+func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register RegisterFunc, log zerolog.Logger) error {
 	if err := wo.Check(); err != nil {
 		return err
 	}
 	mux := consumer.NewMux()
-	register(mux)
+	if err := register(ctx, mux); err != nil {
+		return fmt.Errorf("worker: registering the tools: %w", err)
+	}
 	relays, err := wo.startRelays(ctx, mux, log) // --mcp-stdio, --mcp-config
 	if err != nil {
 		return err
@@ -147,7 +166,9 @@ func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, r
 	defer backend.FlushSpans(flush, log)
 	reg := backend.NewRegistry()
 	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
-	wo.Telemetry = b.Telemetry(reg, tp)
+	if wo.Telemetry == nil {
+		wo.Telemetry = b.Telemetry(reg, tp)
+	}
 	wo.Telemetry.WatchQueue(b.QueueDepth(), func(context.Context) ([]string, error) {
 		keys := []string{} // the tools served now: relayed ones come and go
 		for _, t := range mux.Tools() {

@@ -11,4 +11,4 @@ import (
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 
-func main() { worker.Main("worker", demo.Register) }
+func main() { worker.Main("worker", worker.Static(demo.Register)) }

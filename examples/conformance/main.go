@@ -10,4 +10,4 @@ import (
 	"github.com/mcpqueue/mcpqueue/worker"
 )
 
-func main() { worker.Main("conformance", fixtures.Register) }
+func main() { worker.Main("conformance", worker.Static(fixtures.Register)) }

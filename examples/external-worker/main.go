@@ -25,7 +25,7 @@ type Count struct {
 	Words int `json:"words"`
 }
 
-func register(mux *consumer.Mux) {
+func register(ctx context.Context, mux *consumer.Mux) error {
 	consumer.Handle(mux, consumer.Tool{
 		Name:        "word_count",
 		Description: "Counts the words of a text.",
@@ -34,6 +34,7 @@ func register(mux *consumer.Mux) {
 		c.Progress(ctx, 0, 1, "counting")
 		return Count{Words: len(strings.Fields(c.Args.Text))}, nil
 	})
+	return nil
 }
 
 func main() { worker.Main("word-count", register) }

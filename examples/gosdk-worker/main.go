@@ -58,9 +58,9 @@ func deleteFile(ctx context.Context, req *mcp.CallToolRequest, in DeleteArgs) (*
 func ptr[T any](v T) *T { return &v }
 
 func main() {
-	worker.Main("gosdk-worker", func(mux *consumer.Mux) {
-		if _, err := gosdk.Serve(context.Background(), mux, newServer(), &bridge.Options{Sessions: 4}); err != nil {
-			panic(err)
-		}
+	worker.Main("gosdk-worker", func(ctx context.Context, mux *consumer.Mux) error {
+		// The relay ends with ctx, when the worker stops.
+		_, err := gosdk.Serve(ctx, mux, newServer(), &bridge.Options{Sessions: 4})
+		return err
 	})
 }

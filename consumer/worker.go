@@ -412,11 +412,11 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	if !w.take(r) {
 		return
 	}
-	res, herr, took, ok := w.run(r)
+	out, ok := w.run(r)
 	if !ok {
 		return
 	}
-	w.conclude(r, res, herr, took)
+	w.conclude(r, out.res, out.err, out.took)
 }
 
 // delivery is one delivery's state as process goes through it.
@@ -635,7 +635,10 @@ func (w *Worker) refuseTake(r *delivery, err error, held *taskstate.Lease, lost,
 // run runs the handler under the tool's timeout while the lease is kept;
 // false: the delivery ended with the run (shutdown, cancel, fencing,
 // parking), else its outcome goes to conclude.
-func (w *Worker) run(r *delivery) (res json.RawMessage, herr error, took time.Duration, ok bool) {
+func (w *Worker) run(r *delivery) (runOutcome, bool) {
+	var res json.RawMessage
+	var herr error
+	var took time.Duration
 	job, d, io, log, e, cs, attempt := r.job, r.d, r.io, r.log, r.e, r.cs, r.attempt
 	timeout := e.timeout
 	if timeout <= 0 {
@@ -679,18 +682,18 @@ func (w *Worker) run(r *delivery) (res json.RawMessage, herr error, took time.Du
 			})
 		}
 		_ = d.Retry(io, 0)
-		return nil, nil, 0, false
+		return runOutcome{}, false
 	case errors.Is(cause, ErrTaskCancelled):
 		log.Info().Dur("took", took).Msg("task cancelled while running")
 		_ = d.Ack(io)
-		return nil, nil, 0, false
+		return runOutcome{}, false
 	case errors.Is(cause, ErrFenced):
 		// The job may be the one the new holder runs (a redelivery): it is
 		// not this run's to settle. Left alone, the broker hands it out
 		// again after the lease, and that delivery finds the task held or
 		// finished.
 		log.Warn().Dur("took", took).Msg("lease lost to another run; outcome discarded, job left to the broker")
-		return nil, nil, 0, false
+		return runOutcome{}, false
 	case errors.Is(cause, errTimeout):
 		herr = &ProtocolError{Code: vocab.CodeInternalError, Message: fmt.Sprintf("tool %q timed out after %s", job.Tool, timeout)}
 		res = nil
@@ -700,9 +703,17 @@ func (w *Worker) run(r *delivery) (res json.RawMessage, herr error, took time.Du
 		// publishes the job again.
 		log.Info().Dur("took", took).Msg("parked: waiting for client input without a worker slot")
 		_ = d.Ack(io)
-		return nil, nil, 0, false
+		return runOutcome{}, false
 	}
-	return res, herr, took, true
+	return runOutcome{res: res, err: herr, took: took}, true
+}
+
+// runOutcome is what a run of the handler came to: its result or error,
+// and how long it took.
+type runOutcome struct {
+	res  json.RawMessage
+	err  error
+	took time.Duration
 }
 
 // conclude writes a run's outcome (or a retry, or the input a sync run

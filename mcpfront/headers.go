@@ -20,7 +20,7 @@ import (
 //   - MCP-Protocol-Version tells the revisions apart (isLegacy). On
 //     2026-07-28 it must equal _meta's protocol version (checkVersionHeader);
 //     on 2025-11-25, when sent, the session's version (checkSessionVersion).
-//   - Mcp-Session-Id names a 2025-11-25 session (rev2025.go keeps them).
+//   - Mcp-Session-Id names a 2025-11-25 session (legacy.go keeps them).
 //   - Mcp-Method and Mcp-Name mirror the method and its target on 2026-07-28
 //     (SEP-2243, checkRoutingHeaders); Mcp-Param-<Name> mirror marked
 //     arguments (checkParamHeaders, below).

@@ -16,7 +16,7 @@ import (
 
 // The 2026-07-28 revision and its tasks extension: no session, every request
 // carries its version and client capabilities in _meta (decodeModern). The
-// methods are rev2026Methods; the task methods are in tasks.go, the header
+// methods are modernMethods; the task methods are in tasks.go, the header
 // rules in headers.go.
 const (
 	version2026         = "2026-07-28"
@@ -54,8 +54,8 @@ type clientCaps struct {
 	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
-// rev2026Methods are the 2026-07-28 methods.
-var rev2026Methods = methods[*call]{
+// modernMethods are the 2026-07-28 methods.
+var modernMethods = methods[*call]{
 	"server/discover": func(s *Server, ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
 		writeResult(w, c.req.ID, s.discover(s.catalogCapabilities(ctx)))
 	},
@@ -93,7 +93,7 @@ func (s *Server) serveModern(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	s.count(string(taskstate.Era20260728), req.Method)
-	rev2026Methods.serve(s, w, r, req, http.StatusNotFound, c)
+	modernMethods.serve(s, w, r, req, http.StatusNotFound, c)
 }
 
 // decodeModern checks the envelope every 2026-07-28 request must have: the

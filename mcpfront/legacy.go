@@ -20,7 +20,7 @@ import (
 // replica serves any session), experimental tasks (task-augmented
 // tools/call, tasks/get|result|list|cancel), and input requests sent to the
 // client as server-to-client JSON-RPC requests on a response stream. The
-// methods are rev2025Methods; the task methods are in tasks.go, the header
+// methods are legacyMethods; the task methods are in tasks.go, the header
 // rules in headers.go.
 
 const (
@@ -35,9 +35,9 @@ const (
 // newest first; tasks exist only in the first.
 var legacyVersions = []string{version20251125, "2025-06-18", "2025-03-26"}
 
-// rev2025Methods are the 2025-11-25 methods, served in a session
+// legacyMethods are the 2025-11-25 methods, served in a session
 // (initialize, which opens one, is served before).
-var rev2025Methods = methods[*legacyCall]{
+var legacyMethods = methods[*legacyCall]{
 	"ping": func(_ *Server, _ context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
 		writeResult(w, c.req.ID, map[string]any{})
 	},
@@ -95,7 +95,7 @@ func (s *Server) serveLegacy(w http.ResponseWriter, r *http.Request, req *reques
 		return
 	}
 	s.count(string(taskstate.Era20251125), req.Method)
-	rev2025Methods.serve(s, w, r, req, http.StatusOK, c)
+	legacyMethods.serve(s, w, r, req, http.StatusOK, c)
 }
 
 // sessionOwner binds a session's tasks: to the authenticated principal when

@@ -1,6 +1,7 @@
 // Package layout_test enforces the package layout — which package may import
-// which: the seam packages broker and taskstate, auth and vocab, and the Go
-// client (client) import only the standard library; an
+// which: the seam packages broker and taskstate, auth and vocab, and the
+// shared MCP wire types (internal/mcpwire) import only the standard library,
+// the Go client (client) only those wire types besides; an
 // implementation imports only its seam (auth/jwtauth and auth/authtest from
 // this module only auth); telemetry takes plain
 // values and imports no package of this module; the layers point inward;
@@ -47,6 +48,12 @@ var implSuffixes = []string{
 // vocab is the words the layers share (job meta keys, error codes): a leaf
 // any package above the seams may import.
 const vocab = "vocab"
+
+// mcpwire is the one set of MCP wire types (JSON-RPC envelopes, tools,
+// tasks of both revisions) that mcpfront, bridge and client share: a leaf
+// that imports only the standard library, so the client stays free of
+// dependencies.
+const mcpwire = "internal/mcpwire"
 
 // mayNameImpls are the only places whose non-test code may import an
 // implementation: binaries, the wiring they share, and end-to-end tests.
@@ -183,10 +190,18 @@ func check(g graph) []string {
 		// end imports) and the shared vocabulary are leaves: standard library
 		// only — the seams not even the vocabulary. So is the Go client
 		// (client), which users import into their agents.
-		case p == "broker" || p == "taskstate" || p == "auth" || p == vocab || p == "client":
+		case p == "broker" || p == "taskstate" || p == "auth" || p == vocab || p == mcpwire:
 			for _, imp := range g[p] {
 				if !isStd(imp) {
 					bad = append(bad, fmt.Sprintf("%s must import only the standard library, but imports %s", p, imp))
+				}
+			}
+		// The Go client takes from this module only the MCP wire types,
+		// themselves standard library only.
+		case p == "client":
+			for _, imp := range g[p] {
+				if !isStd(imp) && imp != module+"/"+mcpwire {
+					bad = append(bad, fmt.Sprintf("client must import only the standard library and %s/%s, but imports %s", module, mcpwire, imp))
 				}
 			}
 		// Implementations and contract suites of a seam import, from this
@@ -418,7 +433,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "client", "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "client", mcpwire, "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -533,8 +548,10 @@ func TestPlantedViolations(t *testing.T) {
 	m := func(p string) string { return module + "/" + p }
 	for _, plant := range []struct{ from, imp, want string }{
 		{"auth", m("mcpfront"), "auth must import only the standard library, but imports " + m("mcpfront")},
-		{"client", m("vocab"), "client must import only the standard library, but imports " + m("vocab")},
-		{"client", goSDK + "/mcp", "client must import only the standard library, but imports " + goSDK + "/mcp"},
+		{"client", m("vocab"), "client must import only the standard library and " + m(mcpwire) + ", but imports " + m("vocab")},
+		{"client", goSDK + "/mcp", "client must import only the standard library and " + m(mcpwire) + ", but imports " + goSDK + "/mcp"},
+		{mcpwire, m("vocab"), mcpwire + " must import only the standard library, but imports " + m("vocab")},
+		{mcpwire, "github.com/google/jsonschema-go/jsonschema", mcpwire + " must import only the standard library, but imports github.com/google/jsonschema-go/jsonschema"},
 		{"auth", "github.com/golang-jwt/jwt/v5", "auth must import only the standard library, but imports github.com/golang-jwt/jwt/v5"},
 		{"auth/jwtauth", m("mcpfront"), "auth/jwtauth may import from this module only " + m("auth") + " and internal leaves, but imports " + m("mcpfront")},
 		{"auth/authtest", m("taskstate"), "auth/authtest may import from this module only " + m("auth") + " and internal leaves, but imports " + m("taskstate")},

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
@@ -91,12 +92,12 @@ func (s *session) call(ctx context.Context, c caller, method string, params map[
 
 // outcome is a call's result, or its JSON-RPC error as the task's.
 func outcome(m *message) (json.RawMessage, error) {
-	if m.Error != nil {
+	if e := m.Err(); e != nil {
 		var data any
-		if len(m.Error.Data) > 0 {
-			data = m.Error.Data
+		if len(e.Data) > 0 {
+			data = e.Data
 		}
-		return nil, &consumer.ProtocolError{Code: m.Error.Code, Message: m.Error.Message, Data: data}
+		return nil, &consumer.ProtocolError{Code: e.Code, Message: e.Message, Data: data}
 	}
 	return m.Result, nil
 }
@@ -150,9 +151,7 @@ func (a *activeCall) ask(m *message) (result json.RawMessage, rerr *wireError, a
 
 // cancelled handles the server cancelling one of its own requests.
 func (a *activeCall) cancelled(params json.RawMessage) {
-	var p struct {
-		RequestID json.RawMessage `json:"requestId"`
-	}
+	var p mcpwire.CancelledParams
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
@@ -167,16 +166,11 @@ func (a *activeCall) cancelled(params json.RawMessage) {
 // progress notes a progress notification for the call; report writes the
 // newest one, so a server faster than the store is coalesced.
 func (a *activeCall) progress(params json.RawMessage) {
-	var p struct {
-		Token    json.RawMessage `json:"progressToken"`
-		Progress float64         `json:"progress"`
-		Total    float64         `json:"total"`
-		Message  string          `json:"message"`
-	}
+	var p mcpwire.ProgressParams
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
-	if tok, err := strconv.Unquote(string(p.Token)); err != nil || tok != a.token {
+	if tok, err := strconv.Unquote(string(p.ProgressToken)); err != nil || tok != a.token {
 		return // another call's (a cancelled one still running)
 	}
 	msg := p.Message

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
@@ -154,37 +155,16 @@ func (r *Relay) listChanged(s *session, kind string) {
 	}
 }
 
-// remoteTool is a tool as tools/list gives it.
-type remoteTool struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title"`
-	Description  string          `json:"description"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema"`
-	Annotations  map[string]any  `json:"annotations"`
-	Execution    struct {
-		TaskSupport string `json:"taskSupport"`
-	} `json:"execution"`
-}
-
-// remotePrompt is a prompt as prompts/list gives it.
-type remotePrompt struct {
-	Name        string                    `json:"name"`
-	Title       string                    `json:"title"`
-	Description string                    `json:"description"`
-	Arguments   []consumer.PromptArgument `json:"arguments"`
-}
-
 // refresh lists the server's tools and prompts on s and, if they changed,
 // registers the new set.
 func (r *Relay) refresh(ctx context.Context, s *session) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
-	tools, err := list[remoteTool](ctx, s, "tools/list", "tools", len(s.init.Capabilities.Tools) > 0)
+	tools, err := list[mcpwire.Tool](ctx, s, "tools/list", "tools", len(s.init.Capabilities.Tools) > 0)
 	if err != nil {
 		return err
 	}
-	prompts, err := list[remotePrompt](ctx, s, "prompts/list", "prompts", len(s.init.Capabilities.Prompts) > 0)
+	prompts, err := list[mcpwire.Prompt](ctx, s, "prompts/list", "prompts", len(s.init.Capabilities.Prompts) > 0)
 	if err != nil {
 		return err
 	}
@@ -228,11 +208,7 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 	var out []T
 	cursor := ""
 	for page := 0; page < 1000; page++ {
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
-		}
-		raw, err := s.request(ctx, method, params)
+		raw, err := s.request(ctx, method, &mcpwire.ListParams{Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -255,9 +231,13 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 }
 
 // addTool registers one of the server's tools in sub.
-func (r *Relay) addTool(sub *consumer.Mux, t remoteTool) (err error) {
-	if t.Execution.TaskSupport == "required" {
+func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool) (err error) {
+	if t.TaskSupport() == mcpwire.TaskRequired {
 		return errors.New("it requires task-augmented execution, which the bridge does not speak to servers")
+	}
+	var annotations map[string]any
+	if len(t.Annotations) > 0 && json.Unmarshal(t.Annotations, &annotations) != nil {
+		return fmt.Errorf("its annotations are not an object: %s", clip(t.Annotations))
 	}
 	in := t.InputSchema
 	if len(in) == 0 || string(in) == "null" {
@@ -275,7 +255,7 @@ func (r *Relay) addTool(sub *consumer.Mux, t remoteTool) (err error) {
 	}()
 	consumer.HandleRaw(sub, consumer.Tool{
 		Name: r.opts.Prefix + t.Name, Title: t.Title, Description: t.Description,
-		InputSchema: in, OutputSchema: out, Annotations: t.Annotations,
+		InputSchema: in, OutputSchema: out, Annotations: annotations,
 		TaskSupport: consumer.TaskOptional, Timeout: r.opts.Timeout, MaxConcurrency: r.opts.Sessions,
 	}, func(ctx context.Context, c *consumer.Call[json.RawMessage]) (json.RawMessage, error) {
 		args := c.Args
@@ -288,7 +268,11 @@ func (r *Relay) addTool(sub *consumer.Mux, t remoteTool) (err error) {
 }
 
 // addPrompt registers one of the server's prompts in sub.
-func (r *Relay) addPrompt(sub *consumer.Mux, p remotePrompt) (err error) {
+func (r *Relay) addPrompt(sub *consumer.Mux, p mcpwire.Prompt) (err error) {
+	var args []consumer.PromptArgument
+	if len(p.Arguments) > 0 && json.Unmarshal(p.Arguments, &args) != nil {
+		return fmt.Errorf("its arguments are not a list of prompt arguments: %s", clip(p.Arguments))
+	}
 	name := p.Name
 	defer func() {
 		if x := recover(); x != nil {
@@ -296,7 +280,7 @@ func (r *Relay) addPrompt(sub *consumer.Mux, p remotePrompt) (err error) {
 		}
 	}()
 	consumer.HandlePrompt(sub, consumer.Prompt{
-		Name: r.opts.Prefix + p.Name, Title: p.Title, Description: p.Description, Arguments: p.Arguments,
+		Name: r.opts.Prefix + p.Name, Title: p.Title, Description: p.Description, Arguments: args,
 	}, func(ctx context.Context, c *consumer.Call[map[string]string]) (*consumer.PromptResult, error) {
 		args := c.Args
 		if args == nil {

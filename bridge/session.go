@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/taskstate"
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
@@ -38,34 +38,13 @@ type exiter interface{ Exit() error }
 
 // ProtocolVersion is the MCP revision the bridge speaks to servers: the
 // revision stdio servers speak today.
-const ProtocolVersion = "2025-11-25"
+const ProtocolVersion = mcpwire.Version20251125
 
-// message is any JSON-RPC message.
-type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *wireError      `json:"error,omitempty"`
-}
-
-// wireError is a JSON-RPC error object.
-type wireError = taskstate.RPCError
-
-// initializeResult is what a server says about itself.
-type initializeResult struct {
-	ProtocolVersion string `json:"protocolVersion"`
-	Capabilities    struct {
-		Tools   json.RawMessage `json:"tools"`
-		Prompts json.RawMessage `json:"prompts"`
-		Logging json.RawMessage `json:"logging"`
-	} `json:"capabilities"`
-	ServerInfo struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"serverInfo"`
-}
+// The wire types are package mcpwire's, shared with mcpfront and client.
+type (
+	message   = mcpwire.Message
+	wireError = mcpwire.Error
+)
 
 // session is one MCP client session with a server. It serves one call at a
 // time: whatever the server sends while a call runs belongs to that call.
@@ -90,7 +69,7 @@ type session struct {
 	done     chan struct{}
 	err      error // why the session ended; set before done is closed
 	retiring atomic.Bool
-	init     initializeResult
+	init     mcpwire.InitializeResult // what the server says about itself
 }
 
 func newSession(conn Conn, server string, log zerolog.Logger, changed func(*session, string), roots bool) *session {
@@ -119,26 +98,25 @@ func (s *session) logger() *zerolog.Logger { return &s.id.Load().log }
 // The capabilities are what the bridge relays to the queue's clients, per
 // call: elicitation and sampling, and roots if s.roots.
 func (s *session) initialize(ctx context.Context, logLevel string) error {
-	caps := map[string]any{"elicitation": map[string]any{}, "sampling": map[string]any{}}
+	caps := mcpwire.ClientCapabilities{Elicitation: mcpwire.Empty, Sampling: mcpwire.Empty}
 	if s.roots {
-		caps["roots"] = map[string]any{}
+		caps.Roots = mcpwire.Empty
 	}
-	raw, err := s.request(ctx, "initialize", map[string]any{
-		"protocolVersion": ProtocolVersion,
-		"capabilities":    caps,
-		"clientInfo":      map[string]any{"name": "mcpqueue-bridge", "version": "1"},
-	})
+	p := mcpwire.InitializeParams{ProtocolVersion: ProtocolVersion}
+	p.Capabilities, _ = json.Marshal(caps)
+	p.ClientInfo, _ = json.Marshal(mcpwire.Implementation{Name: "mcpqueue-bridge", Version: "1"})
+	raw, err := s.request(ctx, "initialize", &p)
 	if err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
 	if err := json.Unmarshal(raw, &s.init); err != nil {
 		return fmt.Errorf("initialize: undecodable result: %w", err)
 	}
-	if err := s.notify("notifications/initialized", map[string]any{}); err != nil {
+	if err := s.notify("notifications/initialized", mcpwire.Empty); err != nil {
 		return err
 	}
 	if len(s.init.Capabilities.Logging) > 0 && logLevel != "" && logLevel != "off" {
-		if _, err := s.request(ctx, "logging/setLevel", map[string]any{"level": logLevel}); err != nil {
+		if _, err := s.request(ctx, "logging/setLevel", &mcpwire.SetLevelParams{Level: logLevel}); err != nil {
 			s.logger().Warn().Err(err).Msg("logging/setLevel refused")
 		}
 	}
@@ -159,11 +137,11 @@ func (s *session) read() {
 			continue
 		}
 		switch {
-		case m.Method == "" && len(m.ID) > 0:
+		case m.IsResponse():
 			s.deliver(&m)
-		case m.Method != "" && len(m.ID) > 0:
+		case m.IsRequest():
 			go s.serve(&m)
-		case m.Method != "":
+		case m.IsNotification():
 			s.notification(&m)
 		}
 	}
@@ -238,7 +216,7 @@ func (s *session) write(v any) error {
 }
 
 func (s *session) notify(method string, params any) error {
-	return s.write(map[string]any{"jsonrpc": "2.0", "method": method, "params": params})
+	return s.write(mcpwire.NewRequest(nil, method, params))
 }
 
 // send writes a request; its answer arrives on the returned channel.
@@ -249,7 +227,7 @@ func (s *session) send(method string, params any) (int64, chan *message, error) 
 	id := s.nextID
 	s.pending[id] = ch
 	s.mu.Unlock()
-	if err := s.write(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
+	if err := s.write(mcpwire.NewRequest(id, method, params)); err != nil {
 		s.forget(id)
 		return 0, nil, err
 	}
@@ -270,15 +248,15 @@ func (s *session) request(ctx context.Context, method string, params any) (json.
 	}
 	select {
 	case m := <-ch:
-		if m.Error != nil {
-			return nil, fmt.Errorf("mcp server %q: %s: %w", s.name(), method, m.Error)
+		if e := m.Err(); e != nil {
+			return nil, fmt.Errorf("mcp server %q: %s: %w", s.name(), method, e)
 		}
 		return m.Result, nil
 	case <-s.done:
 		return nil, s.err
 	case <-ctx.Done():
 		s.forget(id)
-		_ = s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": cause(ctx)})
+		_ = s.notify("notifications/cancelled", cancelled(id, cause(ctx)))
 		return nil, context.Cause(ctx)
 	}
 }
@@ -290,10 +268,15 @@ func (s *session) cancel(id int64, ch chan *message, reason string) {
 	s.abandoned = ch
 	s.mu.Unlock()
 	go func() { // the handler need not wait for a server that reads slowly
-		if err := s.notify("notifications/cancelled", map[string]any{"requestId": id, "reason": reason}); err == nil {
+		if err := s.notify("notifications/cancelled", cancelled(id, reason)); err == nil {
 			s.logger().Info().Int64("request", id).Str("reason", reason).Msg("sent notifications/cancelled")
 		}
 	}()
+}
+
+// cancelled is the params of notifications/cancelled for request id.
+func cancelled(id int64, reason string) *mcpwire.CancelledParams {
+	return &mcpwire.CancelledParams{RequestID: strconv.AppendInt(nil, id, 10), Reason: reason}
 }
 
 // quiet reports whether the session may serve another call: it is alive
@@ -342,11 +325,9 @@ func (s *session) serve(m *message) {
 	default:
 		rerr = &wireError{Code: vocab.CodeMethodNotFound, Message: "method not found: " + m.Method}
 	}
-	reply := map[string]any{"jsonrpc": "2.0", "id": m.ID}
-	if rerr != nil {
-		reply["error"] = rerr
-	} else {
-		reply["result"] = result
+	reply := &mcpwire.Response{JSONRPC: mcpwire.Version, ID: m.ID, Error: rerr}
+	if rerr == nil {
+		reply.Result = result
 	}
 	if err := s.write(reply); err != nil && s.alive() {
 		s.logger().Warn().Err(err).Str("method", m.Method).Msg("answering the server's request failed")
@@ -380,11 +361,7 @@ func (s *session) notification(m *message) {
 // logged writes a notifications/message of the server's to the worker's
 // log, and forwards it to the call's client if it asked for logs.
 func (s *session) logged(a *activeCall, params json.RawMessage) {
-	var p struct {
-		Level  string          `json:"level"`
-		Logger string          `json:"logger"`
-		Data   json.RawMessage `json:"data"`
-	}
+	var p mcpwire.LogMessageParams
 	_ = json.Unmarshal(params, &p)
 	var ev *zerolog.Event
 	switch p.Level {

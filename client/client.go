@@ -12,20 +12,22 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 )
 
 // The protocol revisions a Client speaks (WithVersion).
 const (
-	Version2026 = "2026-07-28"
-	Version2025 = "2025-11-25"
+	Version2026 = mcpwire.Version20260728
+	Version2025 = mcpwire.Version20251125
 )
 
 const (
-	tasksExt    = "io.modelcontextprotocol/tasks"
-	metaVersion = "io.modelcontextprotocol/protocolVersion"
-	metaCaps    = "io.modelcontextprotocol/clientCapabilities"
-	metaInfo    = "io.modelcontextprotocol/clientInfo"
-	metaRelated = "io.modelcontextprotocol/related-task"
+	tasksExt    = mcpwire.TasksExtension
+	metaVersion = mcpwire.MetaProtocolVersion
+	metaCaps    = mcpwire.MetaClientCapabilities
+	metaInfo    = mcpwire.MetaClientInfo
+	metaRelated = mcpwire.MetaRelatedTask
 	// MetaIdempotencyKey is the _meta key that carries a call's idempotency
 	// key (the header Idempotency-Key carries it too).
 	MetaIdempotencyKey = "io.mcpqueue/idempotency-key"
@@ -45,10 +47,7 @@ var (
 type TokenSource func(ctx context.Context) (string, error)
 
 // clientInfo names the client to the server.
-type clientInfo struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
+type clientInfo = mcpwire.Implementation
 
 // Option configures a Client (New).
 type Option func(*options)
@@ -247,21 +246,13 @@ func (c *Client) listTools(ctx context.Context, era string) ([]Tool, error) {
 		if err != nil {
 			return nil, err
 		}
-		var res struct {
-			Tools []struct {
-				Tool
-				Execution struct {
-					TaskSupport string `json:"taskSupport"`
-				} `json:"execution"`
-			} `json:"tools"`
-			NextCursor string `json:"nextCursor"`
-		}
+		var res mcpwire.ListToolsResult
 		if err := json.Unmarshal(raw, &res); err != nil {
 			return nil, fmt.Errorf("client: tools/list: %w", err)
 		}
 		for _, t := range res.Tools {
-			t.Tool.TaskSupport = t.Execution.TaskSupport
-			out = append(out, t.Tool)
+			out = append(out, Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema,
+				OutputSchema: t.OutputSchema, Annotations: t.Annotations, TaskSupport: t.TaskSupport()})
 		}
 		if res.NextCursor == "" {
 			break
@@ -285,14 +276,7 @@ func (c *Client) listTools(ctx context.Context, era string) ([]Tool, error) {
 func (c *Client) request(era, method, name string, params map[string]any, key string, ext bool) *rpc {
 	meta := map[string]any{}
 	if era == Version2026 {
-		caps := map[string]any{}
-		if c.o.input != nil {
-			caps["elicitation"], caps["sampling"], caps["roots"] = map[string]any{}, map[string]any{}, map[string]any{}
-		}
-		if ext {
-			caps["extensions"] = map[string]any{tasksExt: map[string]any{}}
-		}
-		meta[metaVersion], meta[metaCaps], meta[metaInfo] = Version2026, caps, c.o.info
+		meta[metaVersion], meta[metaCaps], meta[metaInfo] = Version2026, c.capabilities(ext), c.o.info
 	}
 	if key != "" {
 		meta[MetaIdempotencyKey] = key
@@ -304,6 +288,19 @@ func (c *Client) request(era, method, name string, params map[string]any, key st
 		params["_meta"] = meta
 	}
 	return &rpc{era: era, method: method, name: name, params: params, key: key}
+}
+
+// capabilities are the client's: elicitation, sampling and roots with an
+// input handler, the tasks extension (2026-07-28) with ext.
+func (c *Client) capabilities(ext bool) *mcpwire.ClientCapabilities {
+	caps := &mcpwire.ClientCapabilities{}
+	if c.o.input != nil {
+		caps.Elicitation, caps.Sampling, caps.Roots = mcpwire.Empty, mcpwire.Empty, mcpwire.Empty
+	}
+	if ext {
+		caps.Extensions = map[string]json.RawMessage{tasksExt: mcpwire.Empty}
+	}
+	return caps
 }
 
 // negotiate finds out, once, which revision the server speaks and whether
@@ -318,11 +315,7 @@ func (c *Client) negotiate(ctx context.Context) (era string, tasks bool, err err
 	if c.o.version != Version2025 {
 		raw, err := c.call(ctx, c.request(Version2026, "server/discover", "", nil, "", true))
 		if err == nil {
-			var d struct {
-				Capabilities struct {
-					Extensions map[string]json.RawMessage `json:"extensions"`
-				} `json:"capabilities"`
-			}
+			var d mcpwire.DiscoverResult
 			if err := json.Unmarshal(raw, &d); err != nil {
 				return "", false, fmt.Errorf("client: server/discover: %w", err)
 			}

@@ -54,5 +54,5 @@
 // a task that failed returns its JSON-RPC error as an *Error; a cancelled
 // one ErrCancelled.
 //
-// The package uses only the standard library.
+// The package depends on nothing but the standard library.
 package client

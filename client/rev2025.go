@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 )
 
 // The 2025 revisions: initialize opens a session; a tool whose
@@ -13,28 +15,13 @@ import (
 
 // initialize opens the session (under c.mu, from negotiate).
 func (c *Client) initialize(ctx context.Context) (string, bool, error) {
-	caps := map[string]any{}
-	if c.o.input != nil {
-		caps["elicitation"], caps["sampling"], caps["roots"] = map[string]any{}, map[string]any{}, map[string]any{}
-	}
 	raw, err := c.call(ctx, &rpc{era: Version2025, method: "initialize", params: map[string]any{
-		"protocolVersion": Version2025, "capabilities": caps, "clientInfo": c.o.info,
+		"protocolVersion": Version2025, "capabilities": c.capabilities(false), "clientInfo": c.o.info,
 	}})
 	if err != nil {
 		return "", false, fmt.Errorf("client: initialize: %w", err)
 	}
-	var res struct {
-		ProtocolVersion string `json:"protocolVersion"`
-		Capabilities    struct {
-			Tasks struct {
-				Requests struct {
-					Tools struct {
-						Call json.RawMessage `json:"call"`
-					} `json:"tools"`
-				} `json:"requests"`
-			} `json:"tasks"`
-		} `json:"capabilities"`
-	}
+	var res mcpwire.InitializeResult
 	if err := json.Unmarshal(raw, &res); err != nil || res.ProtocolVersion == "" {
 		return "", false, fmt.Errorf("client: initialize: the answer names no protocolVersion: %s", raw)
 	}
@@ -46,7 +33,7 @@ func (c *Client) initialize(ctx context.Context) (string, bool, error) {
 		return "", false, fmt.Errorf("client: notifications/initialized: %w", err)
 	}
 	c.era = era
-	c.tasks = era == Version2025 && len(res.Capabilities.Tasks.Requests.Tools.Call) > 0
+	c.tasks = era == Version2025 && res.Capabilities.TaskToolCalls()
 	return c.era, c.tasks, nil
 }
 
@@ -75,7 +62,7 @@ func (c *Client) start2025(ctx context.Context, era, tool string, args json.RawM
 		if err != nil {
 			return nil, err
 		}
-		asTask = s == "optional" || s == "required"
+		asTask = s == mcpwire.TaskOptional || s == mcpwire.TaskRequired
 	}
 	if asTask {
 		params["task"] = map[string]any{}
@@ -88,7 +75,7 @@ func (c *Client) start2025(ctx context.Context, era, tool string, args json.RawM
 	}
 	t := &Task{c: c, era: era, key: key, answered: map[string]bool{}}
 	if asTask {
-		var created struct {
+		var created struct { // mcpwire.LegacyCreateTaskResult, read as both revisions' task
 			Task *taskView `json:"task"`
 		}
 		if err := json.Unmarshal(raw, &created); err == nil && created.Task != nil && created.Task.TaskID != "" {
@@ -105,9 +92,7 @@ func (c *Client) start2025(ctx context.Context, era, tool string, args json.RawM
 func (c *Client) serveInput(taskID string) func(ctx context.Context, m *message) (json.RawMessage, error) {
 	return func(ctx context.Context, m *message) (json.RawMessage, error) {
 		var p struct {
-			Meta map[string]struct {
-				TaskID string `json:"taskId"`
-			} `json:"_meta"`
+			Meta map[string]mcpwire.RelatedTask `json:"_meta"`
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		req := InputRequest{Key: strings.Trim(string(m.ID), `"`), TaskID: taskID, Method: m.Method, Params: m.Params}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 )
 
 // maxPollBackoff bounds the wait between polls of a server that gives no
@@ -44,18 +46,12 @@ func (t *Task) Key() string { return t.key }
 // once.
 func (t *Task) Status() string { return t.status }
 
-// taskView is the task fields both revisions share (ttl and pollInterval
-// under their two names), plus what a 2026-07-28 tasks/get inlines.
+// taskView reads a task of either revision: the 2026-07-28 Task (with
+// what tasks/get inlines), whose members a 2025-11-25 Task shares but for
+// pollInterval's name.
 type taskView struct {
-	ResultType     string                     `json:"resultType"`
-	TaskID         string                     `json:"taskId"`
-	Status         string                     `json:"status"`
-	StatusMessage  string                     `json:"statusMessage"`
-	PollIntervalMs *int64                     `json:"pollIntervalMs"`
-	PollInterval   *int64                     `json:"pollInterval"`
-	Result         json.RawMessage            `json:"result"`
-	Error          *Error                     `json:"error"`
-	InputRequests  map[string]json.RawMessage `json:"inputRequests"`
+	mcpwire.Task
+	PollInterval *int64 `json:"pollInterval"` // mcpwire.LegacyTask's
 }
 
 // note takes what a view says about the task.
@@ -165,10 +161,7 @@ func (c *Client) start2026(ctx context.Context, tool string, args json.RawMessag
 // answerRequest answers one input request as sent in inputRequests
 // ({method, params}).
 func (c *Client) answerRequest(ctx context.Context, taskID, key string, raw json.RawMessage) (json.RawMessage, error) {
-	var r struct {
-		Method string          `json:"method"`
-		Params json.RawMessage `json:"params"`
-	}
+	var r mcpwire.InputRequest
 	if err := json.Unmarshal(raw, &r); err != nil {
 		return nil, fmt.Errorf("client: input request %q: %w", key, err)
 	}
@@ -253,7 +246,7 @@ func (t *Task) wait2026(ctx context.Context) (*Result, error) {
 			if v.Error == nil {
 				return nil, true, false, &Error{Code: -32603, Message: "the task failed: " + v.StatusMessage}
 			}
-			return nil, true, false, v.Error
+			return nil, true, false, fromWire(v.Error)
 		case "cancelled":
 			return nil, true, false, t.cancelled()
 		case "input_required":

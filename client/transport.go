@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 )
 
 // Error is a JSON-RPC error a server answered with, or an HTTP error
@@ -34,15 +36,22 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("client: %s (code %d)", e.Message, e.Code)
 }
 
-// message is one JSON-RPC message: a request, a notification or a response.
-type message struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   *Error          `json:"error,omitempty"`
+// fromWire is a JSON-RPC error object as an *Error; nil for none.
+func fromWire(e *mcpwire.Error) *Error {
+	if e == nil {
+		return nil
+	}
+	return &Error{Code: e.Code, Message: e.Message, Data: e.Data}
 }
+
+// wire is e as a JSON-RPC error object.
+func (e *Error) wire() *mcpwire.Error {
+	return &mcpwire.Error{Code: e.Code, Message: e.Message, Data: e.Data}
+}
+
+// message is one JSON-RPC message read: a request, a notification or a
+// response.
+type message = mcpwire.Message
 
 // rpc is one request to send.
 type rpc struct {
@@ -52,7 +61,7 @@ type rpc struct {
 	name   string            // Mcp-Name (2026-07-28)
 	key    string            // Idempotency-Key, "" for none
 	header map[string]string // more headers (Mcp-Param-*)
-	resp   *message          // a response to send instead of a request (2025)
+	resp   *mcpwire.Response // a response to send instead of a request (2025)
 	// serve answers a server-to-client request that arrives on the
 	// response stream (2025-11-25); nil: refuse it.
 	serve func(ctx context.Context, m *message) (json.RawMessage, error)
@@ -94,12 +103,12 @@ func (c *Client) callRetrying(ctx context.Context, r *rpc) (json.RawMessage, err
 	if r.resp != nil {
 		body, err = json.Marshal(r.resp)
 	} else {
-		m := map[string]any{"jsonrpc": "2.0", "id": id, "method": r.method}
+		m := mcpwire.NewRequest(id, r.method, nil)
 		if strings.HasPrefix(r.method, "notifications/") {
-			delete(m, "id")
+			m.ID = nil
 		}
 		if r.params != nil {
-			m["params"] = r.params
+			m.Params = r.params
 		}
 		body, err = json.Marshal(m)
 	}
@@ -190,12 +199,12 @@ func (c *Client) send(ctx context.Context, r *rpc, id int64, body []byte) (json.
 	}
 	var m message
 	decodeErr := json.Unmarshal(b, &m)
-	if decodeErr == nil && m.Error != nil {
-		m.Error.HTTPStatus = resp.StatusCode
+	if e := fromWire(m.Err()); decodeErr == nil && e != nil {
+		e.HTTPStatus = resp.StatusCode
 		if retryable(resp.StatusCode) {
-			return nil, &transientError{err: m.Error, retryAfter: retryAfter(resp)}
+			return nil, &transientError{err: e, retryAfter: retryAfter(resp)}
 		}
-		return nil, m.Error
+		return nil, e
 	}
 	if resp.StatusCode >= 300 || decodeErr != nil {
 		e := &Error{HTTPStatus: resp.StatusCode, Message: strings.TrimSpace(string(b[:min(len(b), 512)]))}
@@ -236,14 +245,14 @@ func (c *Client) readStream(ctx context.Context, r *rpc, id int64, body io.Reade
 			var m message
 			if err := json.Unmarshal(data, &m); err == nil {
 				switch {
-				case m.Method != "" && m.ID != nil:
+				case m.IsRequest():
 					if err := c.answerServer(ctx, r, &m); err != nil {
 						return nil, err
 					}
-				case m.Method == "" && string(m.ID) == want:
-					if m.Error != nil {
-						m.Error.HTTPStatus = http.StatusOK
-						return nil, m.Error
+				case m.IsResponse() && string(m.ID) == want:
+					if e := fromWire(m.Err()); e != nil {
+						e.HTTPStatus = http.StatusOK
+						return nil, e
 					}
 					if m.Result == nil {
 						return json.RawMessage("{}"), nil
@@ -270,24 +279,24 @@ func (c *Client) readStream(ctx context.Context, r *rpc, id int64, body io.Reade
 // answerServer answers a server-to-client request read from a stream: with
 // r.serve's result, or an error response.
 func (c *Client) answerServer(ctx context.Context, r *rpc, m *message) error {
-	out := &message{JSONRPC: "2.0", ID: m.ID}
+	out := &mcpwire.Response{JSONRPC: mcpwire.Version, ID: m.ID}
 	switch {
 	case m.Method == "ping":
-		out.Result = json.RawMessage("{}")
+		out.Result = mcpwire.Empty
 	case r.serve == nil:
-		out.Error = &Error{Code: -32601, Message: "Method not found: " + m.Method}
+		out.Error = &mcpwire.Error{Code: -32601, Message: "Method not found: " + m.Method}
 	default:
 		res, err := r.serve(ctx, m)
 		var e *Error
 		switch {
 		case errors.As(err, &e):
-			out.Error = e
+			out.Error = e.wire()
 		case err != nil:
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			out.Error = &Error{Code: -32603, Message: err.Error()}
-		default:
+			out.Error = &mcpwire.Error{Code: -32603, Message: err.Error()}
+		case res != nil:
 			out.Result = res
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/memstate"
 )
@@ -60,7 +61,7 @@ func TestSplicedRepliesMatchInMemory(t *testing.T) {
 		}
 
 		rec := httptest.NewRecorder()
-		if !s.tasksGetStreamed(ctx, rec, &call{req: &request{ID: id}}, tk) {
+		if !s.tasksGetStreamed(ctx, rec, &call{req: &request{Message: mcpwire.Message{ID: id}}}, tk) {
 			t.Fatal("tasks/get: a plain blob was not spliced")
 		}
 		sameResult(t, "tasks/get", rec.Body.Bytes(), false, s.detailedTask(whole))

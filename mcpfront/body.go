@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/mcpqueue/mcpqueue/internal/jsonscan"
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
@@ -130,13 +131,15 @@ func (b *bodyInfo) decodeRequest(body []byte, req *request) bool {
 		return false
 	}
 	*req = request{
-		JSONRPC: jsonrpc, Method: method,
-		ID:     b.Spans[envID].In(body),
-		Params: b.Spans[envParams].In(body),
-		Result: b.Spans[envResult].In(body),
-		Error:  b.Spans[envError].In(body),
-		spans:  b,
-		body:   body,
+		Message: mcpwire.Message{
+			JSONRPC: jsonrpc, Method: method,
+			ID:     b.Spans[envID].In(body),
+			Params: b.Spans[envParams].In(body),
+			Result: b.Spans[envResult].In(body),
+			Error:  b.Spans[envError].In(body),
+		},
+		spans: b,
+		body:  body,
 	}
 	return true
 }

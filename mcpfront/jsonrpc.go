@@ -2,21 +2,17 @@ package mcpfront
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
 
-// request is one JSON-RPC message as received. Params stay raw until the
-// method is known, so every body is decoded once into its final type.
+// request is one JSON-RPC message as received (mcpwire.Message). Params
+// stay raw until the method is known, so every body is decoded once into
+// its final type; a client's error object is passed on as sent.
 type request struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method"`
-	Params  json.RawMessage `json:"params,omitempty"`
-	Result  json.RawMessage `json:"result,omitempty"`
-	Error   json.RawMessage `json:"error,omitempty"`
+	mcpwire.Message
 
 	// Where checkBody found the members (body.go), when they came from
 	// there; nil when encoding/json decoded the request.
@@ -44,30 +40,31 @@ func (m methods[C]) serve(s *Server, w http.ResponseWriter, r *http.Request, req
 	h(s, r.Context(), w, r, c)
 }
 
-type response struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
+// response is a JSON-RPC response as written.
+type response = mcpwire.Response
+
+// wireError is the JSON-RPC error object (rpcError's wire part).
+type wireError = mcpwire.Error
 
 // rpcError is a JSON-RPC error plus the HTTP status it travels with.
 type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Data    any    `json:"data,omitempty"`
-	status  int
+	wireError
+	status int
 }
 
 func (e *rpcError) Error() string { return e.Message }
 
+// wire is the error object e writes.
+func (e *rpcError) wire() *mcpwire.Error { return &e.wireError }
+
 func errorf(code int, status int, msg string) *rpcError {
-	return &rpcError{Code: code, Message: msg, status: status}
+	return &rpcError{wireError: wireError{Code: code, Message: msg}, status: status}
 }
 
 func invalidParams(msg string) *rpcError { return errorf(vocab.CodeInvalidParams, http.StatusOK, msg) }
 
-func (e *rpcError) withData(d any) *rpcError { e.Data = d; return e }
+// withData sets the error's data (d encoded) and returns e.
+func (e *rpcError) withData(d any) *rpcError { e.WithData(d); return e }
 
 // httpStatus is the status an error reply carries: 400 for transport-level
 // protocol errors, 404 for unknown methods, 200 otherwise.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -24,8 +25,8 @@ import (
 // rules in headers.go.
 
 const (
-	version20251125   = "2025-11-25"
-	metaRelatedTask   = "io.modelcontextprotocol/related-task"
+	version20251125   = mcpwire.Version20251125
+	metaRelatedTask   = mcpwire.MetaRelatedTask
 	inputRequestIDPre = "mcpq-input:" // id of a server-to-client input request: mcpq-input:<task>:<key>
 	maxLegacyTTL      = 24 * time.Hour
 	legacyListPage    = 50
@@ -125,14 +126,8 @@ func (s *Server) sessionOf(r *http.Request) (*taskstate.Session, *rpcError) {
 	return sess, nil
 }
 
-type initializeParams struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ClientInfo      json.RawMessage `json:"clientInfo"`
-}
-
 func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *request) {
-	var p initializeParams
+	var p mcpwire.InitializeParams
 	if err := json.Unmarshal(req.Params, &p); err != nil || p.ProtocolVersion == "" {
 		writeError(w, req.ID, invalidParams("invalid params: initialize needs protocolVersion, capabilities and clientInfo"))
 		return
@@ -206,9 +201,7 @@ var logLevels = map[string]bool{"debug": true, "info": true, "notice": true, "wa
 // setLevel stores the session's log level: later calls send log messages
 // at or above it.
 func (s *Server) setLevel(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	var p struct {
-		Level string `json:"level"`
-	}
+	var p mcpwire.SetLevelParams
 	if err := json.Unmarshal(c.req.Params, &p); err != nil || !logLevels[p.Level] {
 		writeError(w, c.req.ID, invalidParams("invalid params: level must be one of debug, info, notice, warning, error, critical, alert, emergency"))
 		return
@@ -221,16 +214,11 @@ func (s *Server) setLevel(ctx context.Context, w http.ResponseWriter, _ *http.Re
 	writeResult(w, c.req.ID, map[string]any{})
 }
 
-type legacyTool struct {
-	wireTool
-	Execution map[string]string `json:"execution,omitempty"`
-}
-
 func (s *Server) legacyToolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *legacyCall) {
-	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", false, func(t *taskstate.ToolInfo) legacyTool {
-		out := legacyTool{wireTool: toWireTool(t)}
+	listEntries(s, ctx, w, c.req.ID, taskstate.KindTool, "tools", false, func(t *taskstate.ToolInfo) mcpwire.Tool {
+		out := toWireTool(t)
 		if c.tasks() {
-			out.Execution = map[string]string{"taskSupport": string(t.TaskSupport)}
+			out.Execution = &mcpwire.ToolExecution{TaskSupport: string(t.TaskSupport)}
 		}
 		return out
 	}, s.mirrorTools(legacyTasksDeclared(c))...)
@@ -240,17 +228,8 @@ func (s *Server) legacyPromptsList(ctx context.Context, w http.ResponseWriter, _
 	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", false, toWirePrompt)
 }
 
-type legacyCallParams struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	Task      *struct {
-		TTL *int64 `json:"ttl"`
-	} `json:"task"`
-	Meta map[string]json.RawMessage `json:"_meta"`
-}
-
 func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
-	var p legacyCallParams
+	var p mcpwire.CallToolParams
 	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
 		writeError(w, c.req.ID, invalidParams("invalid params: tools/call needs a tool name"))
 		return
@@ -299,7 +278,7 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 			writeError(w, c.req.ID, s.startError("starting the task", err))
 			return
 		}
-		writeResult(w, c.req.ID, map[string]any{"task": s.legacyTask(t)})
+		writeResult(w, c.req.ID, &mcpwire.LegacyCreateTaskResult{Task: s.legacyTask(t)})
 		return
 	}
 	s.legacyInline(ctx, w, r, c, req)
@@ -369,7 +348,7 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 			continue
 		}
 		if o.statusNotes && t.Status != last && last != "" {
-			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": s.legacyTask(t)})
+			b, _ := json.Marshal(mcpwire.NewRequest(nil, "notifications/tasks/status", s.legacyTask(t)))
 			out.stream.event(b)
 		}
 		last = t.Status
@@ -390,18 +369,17 @@ func (s *Server) streamTask(ctx context.Context, r *http.Request, out *replier, 
 // inputRequestMessage turns a stored input request into a JSON-RPC request
 // to the client, with an id that routes its answer back to the task.
 func inputRequestMessage(taskID, key string, raw json.RawMessage, related bool) []byte {
-	var r struct {
-		Method string                     `json:"method"`
-		Params map[string]json.RawMessage `json:"params"`
-	}
+	var r mcpwire.InputRequest
 	_ = json.Unmarshal(raw, &r)
-	if r.Params == nil {
-		r.Params = map[string]json.RawMessage{}
+	params := map[string]json.RawMessage{} // the params as stored, plus _meta
+	_ = json.Unmarshal(r.Params, &params)
+	if params == nil {
+		params = map[string]json.RawMessage{}
 	}
 	if related {
-		r.Params["_meta"], _ = json.Marshal(map[string]any{metaRelatedTask: map[string]any{"taskId": taskID}})
+		params["_meta"], _ = json.Marshal(map[string]any{metaRelatedTask: mcpwire.RelatedTask{TaskID: taskID}})
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": inputRequestIDPre + taskID + ":" + key, "method": r.Method, "params": r.Params})
+	b, _ := json.Marshal(mcpwire.NewRequest(inputRequestIDPre+taskID+":"+key, r.Method, params))
 	return b
 }
 
@@ -419,7 +397,7 @@ func (s *Server) legacyResponse(w http.ResponseWriter, r *http.Request, c *legac
 	// 404, which would tell the client its session is gone).
 	t, rerr := s.ownedTask(r.Context(), "response to an input request", taskID, c.owner)
 	if rerr != nil {
-		writeError(w, nil, &rpcError{Code: rerr.Code, Message: rerr.Message, status: http.StatusBadRequest})
+		writeError(w, nil, errorf(rerr.Code, http.StatusBadRequest, rerr.Message))
 		return
 	}
 	answer, validate := c.req.Result, true

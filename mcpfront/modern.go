@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
@@ -19,17 +20,17 @@ import (
 // methods are modernMethods; the task methods are in tasks.go, the header
 // rules in headers.go.
 const (
-	version2026         = "2026-07-28"
-	tasksExtension      = "io.modelcontextprotocol/tasks"
-	metaVersion         = "io.modelcontextprotocol/protocolVersion"
-	metaClientCaps      = "io.modelcontextprotocol/clientCapabilities"
-	metaServerInfo      = "io.modelcontextprotocol/serverInfo"
+	version2026         = mcpwire.Version20260728
+	tasksExtension      = mcpwire.TasksExtension
+	metaVersion         = mcpwire.MetaProtocolVersion
+	metaClientCaps      = mcpwire.MetaClientCapabilities
+	metaServerInfo      = mcpwire.MetaServerInfo
 	discoverTTLMs       = 3600000
 	listTTLMs           = 5000 // tools come and go with workers: cache briefly
-	resultComplete      = "complete"
-	resultTask          = "task"
-	resultInputRequired = "input_required"
-	metaLogLevel        = "io.modelcontextprotocol/logLevel"
+	resultComplete      = mcpwire.ResultComplete
+	resultTask          = mcpwire.ResultTask
+	resultInputRequired = mcpwire.ResultInputRequired
+	metaLogLevel        = mcpwire.MetaLogLevel
 	defaultPollMs       = 500
 	maxProgressWait     = time.Second
 )
@@ -48,10 +49,6 @@ type modernParams struct {
 	Arguments      json.RawMessage            `json:"arguments"`
 	InputResponses json.RawMessage            `json:"inputResponses"`
 	RequestState   json.RawMessage            `json:"requestState"`
-}
-
-type clientCaps struct {
-	Extensions map[string]json.RawMessage `json:"extensions"`
 }
 
 // modernMethods are the 2026-07-28 methods.
@@ -126,15 +123,14 @@ func (s *Server) decodeModern(r *http.Request, req *request) (*call, *rpcError) 
 	if !ok {
 		return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "missing _meta."+metaClientCaps)
 	}
-	var caps clientCaps
+	var caps mcpwire.ClientCapabilities
 	if err := json.Unmarshal(rawCaps, &caps); err != nil || string(rawCaps) == "null" {
 		return nil, errorf(vocab.CodeInvalidParams, http.StatusBadRequest, "invalid _meta."+metaClientCaps+": must be an object")
 	}
 	if err := checkRoutingHeaders(r, req, &p); err != nil {
 		return nil, err
 	}
-	settings := caps.Extensions[tasksExtension]
-	ext := len(settings) > 0 && settings[0] == '{' // declared with a settings object
+	ext := caps.Declares(tasksExtension) // with a settings object
 	return &call{req: req, p: &p, meta: p.Meta, tasksExt: ext, owner: principalOf(r.Context()).Owner()}, nil
 }
 
@@ -144,9 +140,7 @@ func unsupportedVersion(v string) *rpcError {
 }
 
 func requestedVersion(params json.RawMessage) string {
-	var p struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
+	var p mcpwire.InitializeParams
 	_ = json.Unmarshal(params, &p)
 	return p.ProtocolVersion
 }
@@ -187,15 +181,6 @@ func (s *Server) discover(extra map[string]any) map[string]any {
 		d["instructions"] = s.cfg.Instructions
 	}
 	return d
-}
-
-type wireTool struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	Annotations  json.RawMessage `json:"annotations,omitempty"`
 }
 
 func (s *Server) toolsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
@@ -239,8 +224,10 @@ func (s *Server) entries(ctx context.Context, w http.ResponseWriter, id json.Raw
 	return out, true
 }
 
-func toWireTool(t *taskstate.ToolInfo) wireTool {
-	return wireTool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
+// toWireTool is a catalog tool as tools/list gives it (without the
+// 2025-11-25 execution member).
+func toWireTool(t *taskstate.ToolInfo) mcpwire.Tool {
+	return mcpwire.Tool{Name: t.Name, Title: t.Title, Description: t.Description, InputSchema: t.InputSchema, OutputSchema: t.OutputSchema, Annotations: t.Annotations}
 }
 
 func (s *Server) internalError(w http.ResponseWriter, id json.RawMessage, what string, err error) {

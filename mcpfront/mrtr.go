@@ -13,6 +13,8 @@ import (
 	"fmt"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 )
 
 // requestState is what a multi-round (MRTR) call carries between rounds: the
@@ -179,12 +181,7 @@ func validateInputResponse(method string, v json.RawMessage) error {
 // inputRequiredReply builds the MRTR answer from a run that needs input; its
 // requestState opens only for owner.
 func (s *Server) inputRequiredReply(owner, tool string, args json.RawMessage, answers map[string]json.RawMessage, outcome json.RawMessage) (map[string]any, error) {
-	var o struct {
-		InputRequests map[string]struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		} `json:"inputRequests"`
-	}
+	var o mcpwire.InputRequiredResult
 	if err := json.Unmarshal(outcome, &o); err != nil {
 		return nil, err
 	}
@@ -196,7 +193,7 @@ func (s *Server) inputRequiredReply(owner, tool string, args json.RawMessage, an
 	reqs := make(map[string]any, len(o.InputRequests))
 	for k, r := range o.InputRequests {
 		st.Requested[k] = r.Method
-		reqs[k] = map[string]any{"method": r.Method, "params": r.Params}
+		reqs[k] = r
 	}
 	return map[string]any{
 		"resultType":    resultInputRequired,

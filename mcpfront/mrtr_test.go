@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -110,13 +111,13 @@ func TestRequestStateOpensForItsOwnerOnly(t *testing.T) {
 			t.Errorf("%s: accepted, gathered %s", c.name, got)
 			continue
 		}
-		if *rerr != *tampered {
+		if !reflect.DeepEqual(rerr, tampered) {
 			t.Errorf("%s: answered %+v; a tampered state answers %+v", c.name, rerr, tampered)
 		}
 	}
 
 	// A state made for B is refused for A alike (no direction is special).
-	if _, rerr := retry(s, ownerAlice, roundTwoState(t, s, ownerBob)); rerr == nil || *rerr != *tampered {
+	if _, rerr := retry(s, ownerAlice, roundTwoState(t, s, ownerBob)); rerr == nil || !reflect.DeepEqual(rerr, tampered) {
 		t.Errorf("B's state retried by A: %+v", rerr)
 	}
 	// Unauthenticated states open for unauthenticated callers only.
@@ -124,7 +125,7 @@ func TestRequestStateOpensForItsOwnerOnly(t *testing.T) {
 	if _, rerr := retry(s, "", anon); rerr != nil {
 		t.Errorf("an unauthenticated state retried unauthenticated: %v", rerr)
 	}
-	if _, rerr := retry(s, ownerAlice, anon); rerr == nil || *rerr != *tampered {
+	if _, rerr := retry(s, ownerAlice, anon); rerr == nil || !reflect.DeepEqual(rerr, tampered) {
 		t.Errorf("an unauthenticated state retried by A: %+v", rerr)
 	}
 
@@ -134,7 +135,7 @@ func TestRequestStateOpensForItsOwnerOnly(t *testing.T) {
 	if _, rerr := retry(s, ownerAlice, state); rerr == nil || !strings.Contains(rerr.Message, "expired") {
 		t.Errorf("the owner's expired state: %+v", rerr)
 	}
-	if _, rerr := retry(s, ownerBob, state); rerr == nil || *rerr != *tampered {
+	if _, rerr := retry(s, ownerBob, state); rerr == nil || !reflect.DeepEqual(rerr, tampered) {
 		t.Errorf("A's expired state retried by B: %+v; want %+v", rerr, tampered)
 	}
 }

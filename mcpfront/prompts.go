@@ -7,23 +7,18 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
-
-type wirePrompt struct {
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-}
 
 func (s *Server) promptsList(ctx context.Context, w http.ResponseWriter, _ *http.Request, c *call) {
 	listEntries(s, ctx, w, c.req.ID, taskstate.KindPrompt, "prompts", true, toWirePrompt)
 }
 
-func toWirePrompt(t *taskstate.ToolInfo) wirePrompt {
-	return wirePrompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
+// toWirePrompt is a catalog prompt as prompts/list gives it.
+func toWirePrompt(t *taskstate.ToolInfo) mcpwire.Prompt {
+	return mcpwire.Prompt{Name: t.Name, Title: t.Title, Description: t.Description, Arguments: t.Arguments}
 }
 
 // promptsGet runs a prompt handler through the queue, inline, with the same
@@ -70,10 +65,7 @@ func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawM
 			return nil, invalidParams("invalid params: prompt arguments must be an object of strings")
 		}
 	}
-	var declared []struct {
-		Name     string `json:"name"`
-		Required bool   `json:"required"`
-	}
+	var declared []mcpwire.PromptArgument
 	_ = json.Unmarshal(prompt.Arguments, &declared)
 	for _, a := range declared {
 		if _, ok := args[a.Name]; a.Required && !ok {
@@ -86,11 +78,7 @@ func (s *Server) checkPrompt(ctx context.Context, name string, rawArgs json.RawM
 // legacyPromptsGet serves a 2025-11-25 prompts/get: the prompt's handler
 // runs through the queue while the client waits.
 func (s *Server) legacyPromptsGet(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
-	var p struct {
-		Name      string                     `json:"name"`
-		Arguments json.RawMessage            `json:"arguments"`
-		Meta      map[string]json.RawMessage `json:"_meta"`
-	}
+	var p mcpwire.CallToolParams // prompts/get's params: name, arguments, _meta
 	if err := json.Unmarshal(c.req.Params, &p); err != nil || p.Name == "" {
 		writeError(w, c.req.ID, invalidParams("invalid params: prompts/get needs a prompt name"))
 		return

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -25,20 +26,10 @@ import (
 // maxSubscriptions bounds the resources one 2025-11-25 session subscribes to.
 const maxSubscriptions = 256
 
-// wireResource is an MCP Resource or ResourceTemplate.
-type wireResource struct {
-	URI         string          `json:"uri,omitempty"`
-	URITemplate string          `json:"uriTemplate,omitempty"`
-	Name        string          `json:"name"`
-	Title       string          `json:"title,omitempty"`
-	Description string          `json:"description,omitempty"`
-	MimeType    string          `json:"mimeType,omitempty"`
-	Size        int64           `json:"size,omitempty"`
-	Annotations json.RawMessage `json:"annotations,omitempty"`
-}
-
-func toWireResource(t *taskstate.ToolInfo) wireResource {
-	r := wireResource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
+// toWireResource is a catalog resource or template as resources/list and
+// resources/templates/list give it.
+func toWireResource(t *taskstate.ToolInfo) mcpwire.Resource {
+	r := mcpwire.Resource{Name: t.ResourceName, Title: t.Title, Description: t.Description, MimeType: t.MimeType, Size: t.Size, Annotations: t.Annotations}
 	if r.Name == "" {
 		r.Name = t.Name
 	}

@@ -451,7 +451,7 @@ func writeError(w http.ResponseWriter, id json.RawMessage, e *rpcError) {
 	if len(id) == 0 {
 		id = json.RawMessage("null")
 	}
-	writeJSON(w, e.httpStatus(), response{JSONRPC: "2.0", ID: id, Error: e})
+	writeJSON(w, e.httpStatus(), response{JSONRPC: "2.0", ID: id, Error: e.wire()})
 }
 
 // compiledFor resolves (once per schema text) a tool's input schema.

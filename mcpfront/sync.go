@@ -164,7 +164,7 @@ func storedError(e *taskstate.RPCError) *rpcError {
 	if e == nil {
 		return errorf(vocab.CodeInternalError, http.StatusOK, "tool failed")
 	}
-	out := &rpcError{Code: e.Code, Message: e.Message}
+	out := &rpcError{wireError: wireError{Code: e.Code, Message: e.Message}}
 	if len(e.Data) > 0 {
 		out.Data = e.Data
 	}
@@ -223,7 +223,7 @@ func (r *replier) splice(p *plainBlob, head, tail []byte) error {
 
 func (r *replier) fail(e *rpcError) {
 	if r.stream != nil {
-		b, _ := json.Marshal(response{JSONRPC: "2.0", ID: r.id, Error: e})
+		b, _ := json.Marshal(response{JSONRPC: "2.0", ID: r.id, Error: e.wire()})
 		r.stream.final(b)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -26,28 +27,27 @@ import (
 
 // legacyTask is the 2025-11-25 Task view of a record. A tool error is
 // "failed" on this wire ("completed" with isError on 2026-07-28).
-func (s *Server) legacyTask(t *taskstate.Task) map[string]any {
+func (s *Server) legacyTask(t *taskstate.Task) *mcpwire.LegacyTask {
 	status := t.Status
 	if status == taskstate.Completed && (isToolError(t.Result) || t.ResultRef != nil && t.ResultRef.IsError) {
 		status = taskstate.Failed
 	}
-	m := map[string]any{
-		"taskId":        t.ID,
-		"status":        status,
-		"createdAt":     t.CreatedAt.UTC().Format(time.RFC3339Nano),
-		"lastUpdatedAt": t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
-		"ttl":           nil,
+	poll := s.pollInterval(t)
+	v := &mcpwire.LegacyTask{
+		TaskID:        t.ID,
+		Status:        string(status),
+		CreatedAt:     t.CreatedAt.UTC().Format(time.RFC3339Nano),
+		LastUpdatedAt: t.LastUpdatedAt.UTC().Format(time.RFC3339Nano),
+		PollInterval:  &poll,
+		StatusMessage: t.StatusMessage,
 	}
 	if t.TTLMs > 0 {
-		m["ttl"] = t.TTLMs
+		v.TTL = &t.TTLMs
 	}
-	m["pollInterval"] = s.pollInterval(t)
-	if t.StatusMessage != "" {
-		m["statusMessage"] = t.StatusMessage
-	} else if status == taskstate.Failed && t.Status == taskstate.Completed {
-		m["statusMessage"] = "the tool reported an error"
+	if v.StatusMessage == "" && status == taskstate.Failed && t.Status == taskstate.Completed {
+		v.StatusMessage = "the tool reported an error"
 	}
-	return m
+	return v
 }
 
 func isToolError(result json.RawMessage) bool {
@@ -58,17 +58,12 @@ func isToolError(result json.RawMessage) bool {
 	return r.IsError
 }
 
-type legacyTaskParams struct {
-	TaskID string `json:"taskId"`
-	Cursor string `json:"cursor"`
-}
-
 func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http.Request, c *legacyCall) {
 	if !c.tasks() {
 		writeError(w, c.req.ID, errorf(vocab.CodeMethodNotFound, http.StatusOK, "Method not found: "+clip(c.req.Method)+" (tasks need protocol version "+version20251125+")"))
 		return
 	}
-	var p legacyTaskParams
+	var p mcpwire.TaskParams
 	if len(c.req.Params) > 0 {
 		if err := json.Unmarshal(c.req.Params, &p); err != nil {
 			writeError(w, c.req.ID, invalidParams("invalid params: "+err.Error()))
@@ -96,7 +91,7 @@ func (s *Server) legacyTasks(ctx context.Context, w http.ResponseWriter, r *http
 		writeResult(w, c.req.ID, s.legacyTask(t))
 	case "tasks/cancel":
 		if t.Status.Terminal() {
-			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s.legacyTask(t)["status"])))
+			writeError(w, c.req.ID, invalidParams(fmt.Sprintf("Cannot cancel task: already in terminal status '%s'", s.legacyTask(t).Status)))
 			return
 		}
 		t, err := s.prod.Cancel(ctx, t.ID, "cancelled by the client")
@@ -128,13 +123,9 @@ func (s *Server) legacyTasksList(ctx context.Context, w http.ResponseWriter, c *
 		s.internalError(w, c.req.ID, "listing tasks", err)
 		return
 	}
-	out := make([]map[string]any, 0, len(tasks))
+	res := &mcpwire.LegacyListTasksResult{Tasks: make([]*mcpwire.LegacyTask, 0, len(tasks)), NextCursor: next}
 	for _, t := range tasks {
-		out = append(out, s.legacyTask(t)) // whatever tasks/get shows is listable
-	}
-	res := map[string]any{"tasks": out}
-	if next != "" {
-		res["nextCursor"] = next
+		res.Tasks = append(res.Tasks, s.legacyTask(t)) // whatever tasks/get shows is listable
 	}
 	writeResult(w, c.req.ID, res)
 }
@@ -169,20 +160,15 @@ func (s *Server) replyOutcomeAs(ctx context.Context, out *replier, t *taskstate.
 	}
 }
 
-type taskParams struct {
-	TaskID         string                     `json:"taskId"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses"`
-}
-
 // taskFor decodes params, checks the extension was declared and loads the
 // task the caller may see. Another principal's task looks exactly like an
 // unknown one.
-func (s *Server) taskFor(ctx context.Context, c *call) (*taskParams, *taskstate.Task, *rpcError) {
+func (s *Server) taskFor(ctx context.Context, c *call) (*mcpwire.TaskParams, *taskstate.Task, *rpcError) {
 	if !c.tasksExt {
 		return nil, nil, errorf(vocab.CodeMissingCapability, http.StatusBadRequest, c.req.Method+" needs the "+tasksExtension+" extension declared in _meta."+metaClientCaps).
 			withData(map[string]any{"requiredCapabilities": map[string]any{"extensions": map[string]any{tasksExtension: map[string]any{}}}})
 	}
-	var p taskParams
+	var p mcpwire.TaskParams
 	if c.p.TaskID != nil && unmarshalString(c.p.TaskID, &p.TaskID) != nil {
 		return nil, nil, invalidParams(`invalid params: "taskId" must be a string`)
 	}
@@ -288,9 +274,7 @@ func (s *Server) answerInputs(ctx context.Context, t *taskstate.Task, responses 
 		if !open {
 			continue
 		}
-		var req struct {
-			Method string `json:"method"`
-		}
+		var req mcpwire.InputRequest
 		_ = json.Unmarshal(raw, &req)
 		if err := validateInputResponse(req.Method, v); err != nil {
 			return invalidParams(fmt.Sprintf("invalid params: inputResponses[%q]: %v", k, err))

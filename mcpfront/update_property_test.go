@@ -205,12 +205,14 @@ func (m *updateMachine) Update(t *rapid.T) {
 	}
 	if len(stray) > 0 && (len(open) == 0 || handlerKey) {
 		slices.Sort(stray)
-		var data map[string]any
-		if rerr != nil {
-			data, _ = rerr.Data.(map[string]any)
+		var data struct {
+			UnknownKeys []string `json:"unknownKeys"`
+			PendingKeys []string `json:"pendingKeys"`
 		}
-		unknown, _ := data["unknownKeys"].([]string)
-		pending, _ := data["pendingKeys"].([]string)
+		if rerr != nil {
+			_ = json.Unmarshal(rerr.Data, &data)
+		}
+		unknown, pending := data.UnknownKeys, data.PendingKeys
 		if rerr == nil || rerr.Code != vocab.CodeInvalidParams || !strings.Contains(rerr.Message, "no pending input request") ||
 			!slices.Equal(unknown, stray) || !slices.Equal(pending, slices.Sorted(maps.Keys(open))) {
 			t.Fatalf("answers %s to %s: %+v; want -32602 naming %v", responses, m.want, rerr, stray)

@@ -1,11 +1,13 @@
 package mcpfront
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
 )
@@ -102,5 +104,23 @@ func TestAppendTaskMatchesEncodingJSON(t *testing.T) {
 		if !reflect.DeepEqual(g, w) {
 			t.Errorf("%s:\n got %s\nwant %s", name, got, wb)
 		}
+		for _, b := range [][]byte{got, s.createTaskResult(&tk)} {
+			sameAsShared(t, name, b)
+		}
+	}
+}
+
+// sameAsShared: a task appended by hand is exactly the shared wire type
+// (mcpwire.Task) encoded: no member it does not know, the same order.
+func sameAsShared(t *testing.T, name string, b []byte) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var v mcpwire.Task
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%s: %s does not decode as mcpwire.Task: %v", name, b, err)
+	}
+	if again, _ := json.Marshal(&v); !bytes.Equal(again, b) {
+		t.Errorf("%s: appended\n %s\nbut mcpwire.Task encodes\n %s", name, b, again)
 	}
 }

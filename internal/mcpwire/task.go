@@ -84,13 +84,16 @@ type InputRequiredResult struct {
 
 // CallToolParams are the params of tools/call (and, with Name and
 // Arguments only, prompts/get): on 2025-11-25 Task asks for a task; on
-// 2026-07-28 InputResponses and RequestState answer an MRTR round.
+// 2026-07-28 InputResponses (an object of answers by request key) and
+// RequestState (a string) answer an MRTR round. Those two stay raw, so a
+// 2025 request that carries them malformed decodes as before they existed;
+// the 2026-07-28 front end checks their types itself.
 type CallToolParams struct {
 	Name           string                     `json:"name"`
 	Arguments      json.RawMessage            `json:"arguments,omitempty"`
 	Task           *TaskMetadata              `json:"task,omitempty"`
-	InputResponses map[string]json.RawMessage `json:"inputResponses,omitempty"`
-	RequestState   string                     `json:"requestState,omitempty"`
+	InputResponses json.RawMessage            `json:"inputResponses,omitempty"`
+	RequestState   json.RawMessage            `json:"requestState,omitempty"`
 	Meta           map[string]json.RawMessage `json:"_meta,omitempty"`
 }
 

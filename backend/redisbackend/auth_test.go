@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker/membroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
@@ -53,12 +54,12 @@ func startServer(mux *consumer.Mux, opts ...func(*serverConfig)) (*server, error
 		o(&cfg)
 	}
 	queue, bus, store := membroker.NewQueue(nil), membroker.NewBus(), memstate.New(nil)
-	w := consumer.New(queue, store, store, bus, &consumer.Config{ID: "memworker", Concurrency: 16, ShutdownGrace: 100 * time.Millisecond, ParkAfter: -1})
+	w := consumer.New(backend.Backend{Queue: queue, Store: store, Catalog: store, Bus: bus}, &consumer.Config{ID: "memworker", Concurrency: 16, ShutdownGrace: 100 * time.Millisecond, ParkAfter: -1})
 	ctx, stop := context.WithCancel(context.Background())
 	s := &server{store: store, stop: stop, done: make(chan error, 1)}
 	go func() { s.done <- w.Run(ctx, mux) }()
 	prod := producer.New(store, producer.QueueExecutor{Queue: queue, Bus: bus}, &producer.Config{PollInterval: cfg.poll})
-	s.hs = httptest.NewServer(mcpfront.New(prod, store, store, bus, &cfg.front))
+	s.hs = httptest.NewServer(mcpfront.New(prod, backend.Backend{Store: store, Catalog: store, Bus: bus}, &cfg.front))
 	s.URL = s.hs.URL + "/mcp"
 	deadline := time.Now().Add(10 * time.Second)
 	for _, tool := range mux.Tools() {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
@@ -24,7 +25,7 @@ func (e *env) jobs(t *testing.T) uint64 {
 // stop returns once every delivery it took has been processed.
 func (e *env) worker(t *testing.T, mux *consumer.Mux, bus broker.Bus, cfg consumer.Config) (stop func()) {
 	t.Helper()
-	return testenv.RunWorker(t, consumer.New(e.queue, e.store, e.store, bus, &cfg), mux)
+	return testenv.RunWorker(t, consumer.New(backend.Backend{Queue: e.queue, Store: e.store, Catalog: e.store, Bus: bus}, &cfg), mux)
 }
 
 // takeOver does to the record what another worker's take does: the next

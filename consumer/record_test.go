@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
@@ -42,7 +43,7 @@ func TestLazyTake(t *testing.T) {
 	})
 	st := &countingStore{Store: e.store}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := consumer.New(e.queue, st, e.store, e.bus, &consumer.Config{})
+	w := consumer.New(backend.Backend{Queue: e.queue, Store: st, Catalog: e.store, Bus: e.bus}, &consumer.Config{})
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx, mux) }()
 	t.Cleanup(func() {

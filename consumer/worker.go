@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"runtime/debug"
@@ -15,7 +16,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/slogzero"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -74,8 +77,11 @@ type Config struct {
 	// (entries expire after the catalog's TTL without it).
 	Heartbeat time.Duration
 	// ID names this worker on leases and in logs. Default hostname-pid.
-	ID     string
+	ID string
+	// Logger gets the worker's log lines; Slog, when set, instead (each
+	// line one slog record). Default: none.
 	Logger zerolog.Logger
+	Slog   *slog.Logger
 	Now    func() time.Time
 
 	// Telemetry records runs, outcomes and input waits and traces each run
@@ -102,8 +108,9 @@ type Worker struct {
 // Ready is closed once Run has published the tools and is pulling jobs.
 func (w *Worker) Ready() <-chan struct{} { return w.ready }
 
-// New returns a worker. catalog may be nil (tools are then not published).
-func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus broker.Bus, cfg *Config) *Worker {
+// New returns a worker on b's seams; b.Catalog may be nil (tools are then
+// not published). The worker never closes b.
+func New(b backend.Backend, cfg *Config) *Worker {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -152,8 +159,8 @@ func New(q broker.Queue, store taskstate.Store, catalog taskstate.Catalog, bus b
 		c.Now = time.Now
 	}
 	return &Worker{
-		queue: q, store: store, catalog: catalog, bus: bus, cfg: c,
-		log:     c.Logger.With().Str("worker", c.ID).Logger(),
+		queue: b.Queue, store: b.Store, catalog: b.Catalog, bus: b.Bus, cfg: c,
+		log:     slogzero.Logger(c.Logger, c.Slog).With().Str("worker", c.ID).Logger(),
 		running: map[string]context.CancelCauseFunc{},
 		owners:  map[string]int{},
 		tenants: map[string]int{},

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/integration/harness"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
@@ -84,13 +85,13 @@ func newTracedSystem(t *testing.T) *tracedSystem {
 			c.Logger().Info().Msg("handler log line")
 			return consumer.TextResult("ok"), nil
 		})
-	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{Concurrency: 2, ShutdownGrace: 100 * time.Millisecond, Telemetry: tel, Logger: log.With().Str("service", "worker").Logger()})
+	w := consumer.New(backend.Backend{Queue: ws.Queue, Store: ws.Store, Catalog: ws.Store, Bus: ws.Bus}, &consumer.Config{Concurrency: 2, ShutdownGrace: 100 * time.Millisecond, Telemetry: tel, Logger: log.With().Str("service", "worker").Logger()})
 	testenv.RunWorker(t, w, mux)
 
 	fs := n.Connect(t)
 	fq, fst, fbus := fs.Queue, fs.Store, fs.Bus
 	prod := producer.New(fst, producer.QueueExecutor{Queue: fq, Bus: fbus}, &producer.Config{Telemetry: tel, Logger: log.With().Str("service", "api").Logger()})
-	front := mcpfront.New(prod, fst, fst, fbus, &mcpfront.Config{StateKey: []byte("k"), Telemetry: tel, InlineWait: -1}) // the test follows a task
+	front := mcpfront.New(prod, backend.Backend{Store: fst, Catalog: fst, Bus: fbus}, &mcpfront.Config{StateKey: []byte("k"), Telemetry: tel, InlineWait: -1}) // the test follows a task
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
 	// The front end reads the worker's tools through its own connection.
@@ -213,7 +214,7 @@ func TestTracingSpansAPIAndWorker(t *testing.T) {
 func TestTracingHandlerSpans(t *testing.T) {
 	s := newTracedSystem(t)
 	prevTP, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
-	backend.SetGlobalTracing(s.tp)
+	cli.SetGlobalTracing(s.tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prevTP); otel.SetTextMapPropagator(prevProp) })
 
 	c := harness.NewClient(s.url, true)

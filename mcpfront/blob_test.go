@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/memstate"
@@ -21,7 +22,7 @@ import (
 func TestSplicedRepliesMatchInMemory(t *testing.T) {
 	ctx := context.Background()
 	store := memstate.New(nil)
-	s := New(nil, store, nil, nil, &Config{Name: "srv", Version: "1", StateKey: []byte("k")})
+	s := New(nil, backend.Backend{Store: store}, &Config{Name: "srv", Version: "1", StateKey: []byte("k")})
 	now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
 	id := json.RawMessage(`7`)
 	meta := s.appendResultMeta(nil)
@@ -124,7 +125,7 @@ func sameJSON(a, b []byte) bool {
 func TestResultMemoryBound(t *testing.T) {
 	ctx := context.Background()
 	store := memstate.New(nil)
-	s := New(nil, store, nil, nil, &Config{StateKey: []byte("k"), ResultMemory: 1000})
+	s := New(nil, backend.Backend{Store: store}, &Config{StateKey: []byte("k"), ResultMemory: 1000})
 	put := func(size int) *taskstate.Task {
 		tk := &taskstate.Task{ID: taskstate.NewID(), Status: taskstate.Completed}
 		key := taskstate.BlobKey(tk.ID, "result")

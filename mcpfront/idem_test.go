@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
@@ -61,7 +62,7 @@ func newIdemEnv(t *testing.T) *idemEnv {
 	// Replica B: its own connection, producer and front end.
 	fs := sys.nats.Connect(t)
 	prod := producer.New(fs.Store, producer.QueueExecutor{Queue: fs.Queue, Bus: fs.Bus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
-	hs := httptest.NewServer(mcpfront.New(prod, fs.Store, fs.Store, fs.Bus, cfg))
+	hs := httptest.NewServer(mcpfront.New(prod, backend.Backend{Store: fs.Store, Catalog: fs.Store, Bus: fs.Bus}, cfg))
 	t.Cleanup(hs.Close)
 	ie.env = &env{url: sys.url, handler: sys.srv, js: sys.front.JS, store: sys.front.Store, front: sys.front, taskBucket: sys.nats.KV.TaskBucket}
 	ie.urlB = hs.URL

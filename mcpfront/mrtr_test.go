@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 )
 
 // The requestState tests: a state opens only for the owner it was made for,
@@ -34,7 +35,7 @@ var (
 
 // stateServer is a front end with key and a clock the test moves.
 func stateServer(key string, now *time.Time) *Server {
-	return New(nil, nil, nil, nil, &Config{StateKey: []byte(key), Logger: zerolog.Nop(), Now: func() time.Time { return *now }})
+	return New(nil, backend.Backend{}, &Config{StateKey: []byte(key), Logger: zerolog.Nop(), Now: func() time.Time { return *now }})
 }
 
 // roundTwoState is the requestState of round 2 of a two-round call by owner:

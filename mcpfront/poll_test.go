@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -50,7 +51,7 @@ func finished(id, tool string, status taskstate.Status, took time.Duration) *tas
 func TestPollIntervalUsesTheToolsDuration(t *testing.T) {
 	created := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	now := created
-	s := New(nil, nil, nil, nil, &Config{StateKey: []byte("k"), Now: func() time.Time { return now }})
+	s := New(nil, backend.Backend{}, &Config{StateKey: []byte("k"), Now: func() time.Time { return now }})
 	running := &taskstate.Task{Tool: "slow", Status: taskstate.Working, CreatedAt: created, PollIntervalMs: 500}
 	if got := s.pollInterval(running); got != 100 {
 		t.Errorf("unmeasured tool at age 0: %d ms, want 100", got)

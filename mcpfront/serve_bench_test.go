@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
@@ -48,7 +49,7 @@ func newBenchFront(b *testing.B) *benchFront {
 	}
 	bus := natsbroker.NewBus(nc, bcfg)
 	prod := producer.New(st, producer.QueueExecutor{Queue: q, Bus: bus}, nil)
-	front := mcpfront.New(prod, st, st, bus, &mcpfront.Config{StateKey: []byte("bench-key")})
+	front := mcpfront.New(prod, backend.Backend{Store: st, Catalog: st, Bus: bus}, &mcpfront.Config{StateKey: []byte("bench-key")})
 	return &benchFront{h: front, store: st}
 }
 

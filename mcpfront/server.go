@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"os"
@@ -31,7 +32,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/auth"
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/slogzero"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
@@ -142,8 +145,11 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 	// Auth authenticates every request (nil: no authentication; tasks then
 	// have no owner on 2026-07-28 and belong to their session on 2025-11-25).
-	Auth   auth.Authenticator
+	Auth auth.Authenticator
+	// Logger gets the front end's log lines; Slog, when set, instead.
+	// Default: none.
 	Logger zerolog.Logger
+	Slog   *slog.Logger
 	Now    func() time.Time
 }
 
@@ -184,8 +190,10 @@ type compiledSchema struct {
 	err      error
 }
 
-// New returns the front end.
-func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog, bus broker.Bus, cfg *Config) *Server {
+// New returns the front end: p starts and cancels tasks; b's Store, Catalog
+// and Bus are read and watched (its Queue is p's business). The front end
+// never closes b.
+func New(p *producer.Producer, b backend.Backend, cfg *Config) *Server {
 	var c Config
 	if cfg != nil {
 		c = *cfg
@@ -206,6 +214,7 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 		c.Now = time.Now
 	}
 	c.RequestStateTTL = cmp.Or(max(c.RequestStateTTL, 0), time.Hour)
+	c.Logger, c.Slog = slogzero.Logger(c.Logger, c.Slog), nil
 	key := c.StateKey
 	if len(key) == 0 {
 		key = make([]byte, 32)
@@ -214,12 +223,12 @@ func New(p *producer.Producer, store taskstate.Store, catalog taskstate.Catalog,
 	}
 	s := &Server{
 		stateAEAD: newStateAEAD(key),
-		prod:      p, store: store, catalog: catalog, bus: bus, cfg: c, log: c.Logger,
+		prod:      p, store: b.Store, catalog: b.Catalog, bus: b.Bus, cfg: c, log: c.Logger,
 		hosts: map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}, origins: map[string]bool{},
 		rates:   newRateLimits(c.RateLimit, c.RateBurst),
 		results: newResultBudget(c.ResultMemory),
 	}
-	s.sessions, _ = store.(taskstate.Sessions)
+	s.sessions, _ = b.Store.(taskstate.Sessions)
 	if c.Metrics != nil {
 		s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "mcpq_api_requests_total",

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
@@ -191,14 +192,14 @@ func startSystem(t testing.TB, mux *consumer.Mux, id string, concurrency int, fc
 	t.Helper()
 	n := testenv.StartNATS(t)
 	ws := n.Connect(t) // the worker's connection and seams
-	w := consumer.New(ws.Queue, ws.Store, ws.Store, ws.Bus, &consumer.Config{
+	w := consumer.New(backend.Backend{Queue: ws.Queue, Store: ws.Store, Catalog: ws.Store, Bus: ws.Bus}, &consumer.Config{
 		Concurrency: concurrency, Lease: time.Hour, ShutdownGrace: 100 * time.Millisecond, ID: id, ParkAfter: -1,
 	})
 	testenv.RunWorker(t, w, mux)
 
 	fs := n.Connect(t) // the front end's
 	prod := producer.New(fs.Store, producer.QueueExecutor{Queue: fs.Queue, Bus: fs.Bus}, &producer.Config{TTL: taskTTL, PollInterval: pollEvery})
-	front := mcpfront.New(prod, fs.Store, fs.Store, fs.Bus, fcfg)
+	front := mcpfront.New(prod, backend.Backend{Store: fs.Store, Catalog: fs.Store, Bus: fs.Bus}, fcfg)
 	hs := httptest.NewServer(front)
 	t.Cleanup(hs.Close)
 	testenv.WaitTools(t, fs.Store, mux)

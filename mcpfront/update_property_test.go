@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"pgregory.net/rapid"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -38,7 +39,7 @@ func TestTasksUpdateKeys(t *testing.T) {
 	// Memory buckets: the storage type plays no part in key handling. Every
 	// generated sequence gets a task of its own.
 	st := testenv.StartNATS(t).Connect(t).Store
-	front := New(nil, st, nil, nil, &Config{StateKey: make([]byte, 32), Logger: zerolog.Nop()})
+	front := New(nil, backend.Backend{Store: st}, &Config{StateKey: make([]byte, 32), Logger: zerolog.Nop()})
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()

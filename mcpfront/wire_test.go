@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/internal/mcpwire"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -49,7 +50,7 @@ func TestReshape(t *testing.T) {
 
 // appendTask writes what encoding/json writes for the same fields.
 func TestAppendTaskMatchesEncodingJSON(t *testing.T) {
-	s := New(nil, nil, nil, nil, &Config{Name: "srv <&>", Version: "1\u2028", StateKey: []byte("k")})
+	s := New(nil, backend.Backend{}, &Config{Name: "srv <&>", Version: "1\u2028", StateKey: []byte("k")})
 	now := time.Date(2026, 11, 30, 8, 0, 0, 120000000, time.UTC)
 	s.cfg.Now = func() time.Time { return now.Add(time.Second) }
 	base := taskstate.Task{ID: "ABCDEFGHIJKLMNOPQRSTUVWXYZ", Status: taskstate.Working, CreatedAt: now, LastUpdatedAt: now, TTLMs: 60000, PollIntervalMs: 500}

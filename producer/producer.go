@@ -11,12 +11,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/slogzero"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/vocab"
@@ -54,7 +56,10 @@ type Config struct {
 	TTL time.Duration
 	// PollInterval suggested to clients. Default 500ms.
 	PollInterval time.Duration
-	Logger       zerolog.Logger
+	// Logger gets the producer's log lines; Slog, when set, instead.
+	// Default: none.
+	Logger zerolog.Logger
+	Slog   *slog.Logger
 	// Telemetry counts created and cancelled tasks and traces creation; the
 	// job carries the trace on (nil: none).
 	Telemetry *telemetry.Telemetry
@@ -86,6 +91,7 @@ func New(store taskstate.Store, exec Executor, cfg *Config) *Producer {
 	}
 	c.TTL = cmp.Or(max(c.TTL, 0), time.Hour)
 	c.PollInterval = cmp.Or(max(c.PollInterval, 0), 500*time.Millisecond)
+	c.Logger, c.Slog = slogzero.Logger(c.Logger, c.Slog), nil
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-backend=github.com/mcpqueue/mcpqueue/backend
+cli=github.com/mcpqueue/mcpqueue/internal/cli # where Version reads the linker flags
 uid=65532
 
 # binaries DIR: DIR/bin/{api,worker,healthcheck,nats-server}, static; DIR/root/
@@ -37,7 +37,7 @@ binaries() {
   local revision=${REVISION:-$(git rev-parse HEAD 2>/dev/null || true)}
   mkdir -p "$out/bin" "$out/root/etc/ssl/certs" "$out/home/nonroot" "$out/data"
   CGO_ENABLED=0 go build -trimpath \
-    -ldflags="-s -w -X $backend.linkedVersion=$version -X $backend.linkedRevision=$revision" \
+    -ldflags="-s -w -X $cli.linkedVersion=$version -X $cli.linkedRevision=$revision" \
     -o "$out/bin/" ./cmd/api ./cmd/worker ./cmd/healthcheck github.com/nats-io/nats-server/v2
   printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n' $uid $uid >"$out/root/etc/passwd"
   printf 'root:x:0:\nnonroot:x:%d:\n' $uid >"$out/root/etc/group"

@@ -8,6 +8,6 @@
 // library packages call their hooks unconditionally. It imports only the
 // standard library, Prometheus and the OpenTelemetry API, no package of
 // this module: callers pass plain values (a job's task id, kind, tool and
-// Meta; a queue's depth as a DepthFunc, which backend.QueueDepth makes);
+// Meta; a queue's depth as a DepthFunc, which internal/cli.QueueDepth makes);
 // exporters are chosen by the binaries (backend).
 package telemetry

@@ -34,7 +34,7 @@ type Telemetry struct {
 
 // Propagator is the propagation the spans follow: W3C trace context and
 // W3C baggage, in HTTP headers, in params._meta and in a job's Meta. The
-// binaries make it the process's global one too (backend.SetGlobalTracing).
+// binaries make it the process's global one too (internal/cli.SetGlobalTracing).
 func Propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }

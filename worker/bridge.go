@@ -9,13 +9,13 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/bridge"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 )
 
 // bridgeFlags registers --mcp-stdio and --mcp-config (package bridge).
-func (w *Options) bridgeFlags(fs *flag.FlagSet, e *backend.Env) {
+func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
 	for _, line := range strings.Split(os.Getenv("MCPQ_MCP_STDIO"), "\n") {
 		if strings.TrimSpace(line) != "" {
 			w.MCPStdio = append(w.MCPStdio, line)

@@ -2,8 +2,11 @@ package worker_test
 
 import (
 	"context"
+	"log"
+	"log/slog"
 	"strings"
 
+	"github.com/mcpqueue/mcpqueue/backend/natsbackend"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/worker"
 )
@@ -38,4 +41,27 @@ func ExampleStatic() {
 			})
 	}
 	worker.Main("word-count", worker.Static(register))
+}
+
+// A worker that connects by itself: a Backend from values, then Run, its
+// log lines in slog. (redisbackend.Connect is the Redis one.)
+func ExampleRun() {
+	ctx := context.Background()
+	b, err := natsbackend.Connect(ctx, "word-count", &natsbackend.Options{URL: "nats://127.0.0.1:4222", Prefix: "mcpq"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	opts := &worker.Options{Tools: []string{"word_count"}}
+	opts.Concurrency = 8
+	opts.Slog = slog.Default()
+	err = worker.Run(ctx, b, opts, worker.Static(func(mux *consumer.Mux) {
+		consumer.Handle(mux, consumer.Tool{Name: "word_count"},
+			func(ctx context.Context, c *consumer.Call[CountArgs]) (Count, error) {
+				return Count{Words: len(strings.Fields(c.Args.Text))}, nil
+			})
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
 }

@@ -14,25 +14,21 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/bridge"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
+	"github.com/mcpqueue/mcpqueue/internal/slogzero"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
 
-// Options are the flags of a worker process. The zero value takes the
-// defaults of consumer.Config.
+// Options are the settings of a worker process: the consumer.Config of its
+// worker (each setting under its one name there) and what the process adds
+// around it. The zero value takes the defaults of consumer.Config.
 type Options struct {
-	Concurrency int
-	Lease       time.Duration
-	MaxAttempts int
-	Grace       time.Duration
-	// ParkAfter, InputTimeout, MaxWaitingInput, TenantShare and
-	// PrincipalShare: see consumer.Config.
-	ParkAfter, InputTimeout     time.Duration
-	MaxWaitingInput             int
-	TenantShare, PrincipalShare float64
-	MaxResult                   int64
+	consumer.Config
 	// Admin is where a worker process (or the api: cmd/api/lifecycle.go)
 	// serves /healthz, /readyz and /metrics ("": nowhere for a worker, the
 	// public listener for the api).
@@ -47,18 +43,16 @@ type Options struct {
 	// package bridge).
 	MCPStdio  []string
 	MCPConfig string
-	// Telemetry is handed to the workers New builds (not a flag).
-	Telemetry *telemetry.Telemetry
 }
 
 // Flags registers the worker flags on fs, defaulting from the environment
-// strictly (backend.Env).
+// strictly (each flag names its variable in -h).
 func (w *Options) Flags(fs *flag.FlagSet) {
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.Int(&w.Concurrency, "concurrency", "MCPQ_CONCURRENCY", 8, "handlers run at once")
 	e.Duration(&w.Lease, "lease", "MCPQ_LEASE", 30*time.Second, "job lease of the tools that set none; a crashed worker's job is redelivered after it")
 	e.Int(&w.MaxAttempts, "max-attempts", "MCPQ_MAX_ATTEMPTS", 3, "runs of a task before it is failed, for the tools that set none")
-	e.Duration(&w.Grace, "shutdown-grace", "MCPQ_SHUTDOWN_GRACE", 25*time.Second, "time running handlers get to finish on SIGTERM")
+	e.Duration(&w.ShutdownGrace, "shutdown-grace", "MCPQ_SHUTDOWN_GRACE", 25*time.Second, "time running handlers get to finish on SIGTERM")
 	e.Duration(&w.ParkAfter, "park-after", "MCPQ_PARK_AFTER", 3*time.Second, "how long a task's run waits for its client's answers before it parks: the run ends and frees its slot, the task waits input_required, and the last answer runs the handler again on any worker; negative: never park")
 	e.Duration(&w.InputTimeout, "input-timeout", "MCPQ_INPUT_TIMEOUT", 30*time.Minute, "how long a task waits for its client's answers, parked or not, before it fails saying so")
 	e.Int(&w.MaxWaitingInput, "max-waiting-input", "MCPQ_MAX_WAITING_INPUT", 100, "tasks one principal may have waiting for input; a task that would park past it fails with an error saying so; negative: no bound")
@@ -68,20 +62,6 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
 	w.bridgeFlags(fs, e)
-}
-
-// New builds a consumer.Worker on b.
-func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
-	return consumer.New(b.Queue, b.Store, b.Catalog, b.Bus, &consumer.Config{
-		Concurrency:   w.Concurrency,
-		Lease:         w.Lease,
-		MaxAttempts:   w.MaxAttempts,
-		ShutdownGrace: w.Grace,
-		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
-		TenantShare: w.TenantShare, PrincipalShare: w.PrincipalShare, MaxResult: w.MaxResult,
-		Logger:    log,
-		Telemetry: w.Telemetry,
-	})
 }
 
 // RegisterFunc adds a worker's tools (and prompts, resources, completions)
@@ -103,96 +83,133 @@ func Static(register func(*consumer.Mux)) RegisterFunc {
 // environment variables) from os.Args, connects the backend, runs the tools
 // register adds until SIGINT or SIGTERM, drains, and exits: status 1 with the
 // reason on standard error when it cannot start or run, 2 for bad flags or
-// environment variables (backend.Env) or any word that is not a flag, in one
-// line; --print-config prints the settings and exits 0.
+// environment variables or any word that is not a flag, in one line;
+// --print-config prints the settings and exits 0.
 func Main(name string, register RegisterFunc) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	var opts backend.Options
+	var opts cli.Options
 	var wo Options
 	opts.Flags(fs)
 	wo.Flags(fs)
-	backend.ParseFlagsOrExit(fs, os.Args[1:])
+	cli.ParseFlagsOrExit(fs, os.Args[1:])
 	if fs.NArg() > 0 { // a typo must not start a worker
 		fmt.Fprintf(os.Stderr, "%s: unexpected argument %q: a worker takes flags only (%s -h lists them)\n", name, fs.Arg(0), name)
 		os.Exit(2)
 	}
 	log := opts.Logger(name)
+	wo.Logger = log
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := Run(ctx, name, &opts, &wo, register, log); err != nil {
+	if err := runFlags(ctx, name, &opts, &wo, register); err != nil {
 		log.Error().Err(err).Msg("worker failed")
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-// Run is Main without flags and signals: it connects the backend opts
-// describes, runs the tools register adds until ctx ends, drains and
-// returns. name names the process on the broker connection, in traces and
-// in logs. Telemetry the caller set in wo.Telemetry is used as it is;
-// without, Run makes the process's own (metrics on --admin, traces as
-// configured).
-func Run(ctx context.Context, name string, opts *backend.Options, wo *Options, register RegisterFunc, log zerolog.Logger) error {
-	if err := wo.Check(); err != nil {
-		return err
-	}
-	mux := consumer.NewMux()
-	if err := register(ctx, mux); err != nil {
-		return fmt.Errorf("worker: registering the tools: %w", err)
-	}
-	relays, err := wo.startRelays(ctx, mux, log) // --mcp-stdio, --mcp-config
+// runFlags is Main after the flags: the tools first (a register error
+// stops the worker before it connects), then the backend and tracing the
+// flags describe.
+func runFlags(ctx context.Context, name string, opts *cli.Options, wo *Options, register RegisterFunc) error {
+	mux, relays, err := wo.tools(ctx, register)
 	if err != nil {
 		return err
 	}
 	defer relays.Close()
-	if len(wo.Tools) > 0 {
-		if mux, err = mux.Only(wo.Tools...); err != nil {
-			return fmt.Errorf("worker: --tools: %w", err)
-		}
-	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	b, err := opts.Connect(cctx, name, log)
+	b, err := opts.Connect(cctx, name, wo.Logger)
 	cancel()
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-
 	tp, flush, err := opts.TracerProvider(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer backend.FlushSpans(flush, log)
-	reg := backend.NewRegistry()
-	backend.SetGlobalTracing(tp) // handlers' own spans join the task's trace
-	if wo.Telemetry == nil {
-		wo.Telemetry = b.Telemetry(reg, tp)
+	defer cli.FlushSpans(flush, wo.Logger)
+	cli.SetGlobalTracing(tp) // handlers' own spans join the task's trace
+	return wo.serve(ctx, b, mux)
+}
+
+// Run is Main without flags, signals and connecting: it runs the tools
+// register adds on b until ctx ends, drains and returns; the caller
+// connected b (natsbackend.Connect, redisbackend.Connect) and closes it.
+// opts may be nil. Telemetry the caller set in opts.Telemetry is used as
+// it is; without, Run makes the process's own: metrics on opts.Admin,
+// spans from the global OpenTelemetry tracer provider.
+func Run(ctx context.Context, b *backend.Backend, opts *Options, register RegisterFunc) error {
+	if opts == nil {
+		opts = &Options{}
 	}
-	wo.Telemetry.WatchQueue(b.QueueDepth(), func(context.Context) ([]string, error) {
+	mux, relays, err := opts.tools(ctx, register)
+	if err != nil {
+		return err
+	}
+	defer relays.Close()
+	return opts.serve(ctx, b, mux)
+}
+
+// tools checks the settings and builds the mux: register's tools, the
+// relayed MCP servers' (--mcp-stdio, --mcp-config), narrowed to --tools.
+func (w *Options) tools(ctx context.Context, register RegisterFunc) (*consumer.Mux, bridge.Relays, error) {
+	if err := w.Check(); err != nil {
+		return nil, nil, err
+	}
+	mux := consumer.NewMux()
+	if err := register(ctx, mux); err != nil {
+		return nil, nil, fmt.Errorf("worker: registering the tools: %w", err)
+	}
+	relays, err := w.startRelays(ctx, mux, w.log())
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(w.Tools) > 0 {
+		if mux, err = mux.Only(w.Tools...); err != nil {
+			_ = relays.Close()
+			return nil, nil, fmt.Errorf("worker: --tools: %w", err)
+		}
+	}
+	return mux, relays, nil
+}
+
+// log is the logger of w's settings (Slog when set).
+func (w *Options) log() zerolog.Logger { return slogzero.Logger(w.Logger, w.Slog) }
+
+// serve runs mux on b: the worker, its queue gauges and, with Admin, the
+// admin endpoints.
+func (w *Options) serve(ctx context.Context, b *backend.Backend, mux *consumer.Mux) error {
+	cfg := w.Config
+	cfg.Logger, cfg.Slog = w.log(), nil
+	reg := cli.NewRegistry()
+	if cfg.Telemetry == nil {
+		cfg.Telemetry = cli.Telemetry(b, reg, otel.GetTracerProvider())
+	}
+	cfg.Telemetry.WatchQueue(cli.QueueDepth(b), func(context.Context) ([]string, error) {
 		keys := []string{} // the tools served now: relayed ones come and go
 		for _, t := range mux.Tools() {
 			keys = append(keys, t.Key())
 		}
 		return keys, nil
 	})
-	w := wo.New(b, log)
-	if wo.Admin != "" {
+	wk := consumer.New(*b, &cfg)
+	if w.Admin != "" {
 		running := telemetry.Check{Name: "worker", Fn: func(context.Context) error {
 			select {
-			case <-w.Ready():
+			case <-wk.Ready():
 				return nil
 			default:
 				return errors.New("not pulling jobs yet")
 			}
 		}}
-		stop, err := serveAdmin(wo.Admin, backend.AdminMux(reg, append(b.Checks(), running)...), log)
+		stop, err := serveAdmin(w.Admin, cli.AdminMux(reg, append(cli.Checks(b), running)...), cfg.Logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	return w.Run(ctx, mux)
+	return wk.Run(ctx, mux)
 }
 
 // Check refuses settings no worker can run with: a negative (or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/auth"
 	"github.com/mcpqueue/mcpqueue/internal/loopback"
+	"github.com/mcpqueue/mcpqueue/internal/slogzero"
 )
 
 // Algorithms this package verifies.
@@ -85,8 +87,11 @@ type Config struct {
 	JWKSMinInterval time.Duration
 	// HTTPClient fetches the JWKS. Default: a client with a 10s timeout.
 	HTTPClient *http.Client
-	Logger     zerolog.Logger
-	Now        func() time.Time
+	// Logger gets the authenticator's log lines (JWKS fetches); Slog, when
+	// set, instead. Default: none.
+	Logger zerolog.Logger
+	Slog   *slog.Logger
+	Now    func() time.Time
 }
 
 // Authenticator validates bearer tokens. It is safe for concurrent use.
@@ -160,6 +165,7 @@ func New(cfg *Config) (*Authenticator, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.Logger, c.Slog = slogzero.Logger(c.Logger, c.Slog), nil
 	if len(c.AuthorizationServers) == 0 {
 		c.AuthorizationServers = []string{c.Issuer}
 	}

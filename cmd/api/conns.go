@@ -12,7 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 )
 
 // connFlags bound the public listener's connections: how long a request's
@@ -24,7 +24,7 @@ type connFlags struct {
 }
 
 func (c *connFlags) flags(fs *flag.FlagSet) {
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.Duration(&c.bodyTimeout, "body-timeout", "MCPQ_BODY_TIMEOUT", 30*time.Second, "api: how long a request body may take to arrive after its headers; a trickled body is cut off with 408")
 	e.Duration(&c.writeTimeout, "write-timeout", "MCPQ_WRITE_TIMEOUT", 30*time.Second, "api: how long each write of a response (a reply, one event of a stream) may take; a client that stops reading is cut off")
 	e.Duration(&c.idleTimeout, "idle-timeout", "MCPQ_IDLE_TIMEOUT", 30*time.Second, "api: how long a keep-alive connection may sit idle between requests before the server closes it")

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/console"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/producer"
 )
 
@@ -24,7 +25,7 @@ type consoleFlags struct {
 }
 
 func (f *consoleFlags) flags(fs *flag.FlagSet) {
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.Bool(&f.on, "console", "MCPQ_CONSOLE", true, "serve the task console at /console/; with authentication on it answers only --console-admins")
 	e.String(&f.admins, "console-admins", "MCPQ_CONSOLE_ADMINS", "", "comma-separated console admins when authentication is on: subjects (sub), or tenant/subject with --auth-tenant-claim (an admin of that tenant's tasks only), */subject (a global operator), or owner keys")
 }

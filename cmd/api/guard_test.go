@@ -15,6 +15,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker/membroker"
 	"github.com/mcpqueue/mcpqueue/console"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate/memstate"
@@ -34,9 +35,9 @@ func TestRefusedBodiesAreNotAwaited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := backend.AdminMux(backend.NewRegistry())
-	mux.Handle("/mcp", mcpfront.New(prod, store, store, bus, &mcpfront.Config{Auth: authn, StateKey: []byte("k")}))
-	mux.Handle("/open", mcpfront.New(prod, store, store, bus, &mcpfront.Config{StateKey: []byte("k")}))
+	mux := cli.AdminMux(cli.NewRegistry())
+	mux.Handle("/mcp", mcpfront.New(prod, backend.Backend{Store: store, Catalog: store, Bus: bus}, &mcpfront.Config{Auth: authn, StateKey: []byte("k")}))
+	mux.Handle("/open", mcpfront.New(prod, backend.Backend{Store: store, Catalog: store, Bus: bus}, &mcpfront.Config{StateKey: []byte("k")}))
 	mux.Handle(console.Path, console.New(t.Context(), console.Config{Store: store, Producer: prod, Admins: []console.Admin{{Subject: "ops"}},
 		Authenticate: func(r *http.Request) (console.Identity, error) {
 			p, err := authn.Authenticate(r)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 )
 
 // handoverFlags are the settings of inline calls from clients without
@@ -20,7 +20,7 @@ type handoverFlags struct {
 }
 
 func (h *handoverFlags) flags(fs *flag.FlagSet) {
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.Duration(&h.handleAfter, "handle-after", "MCPQ_HANDLE_AFTER", 30*time.Second, "how long a tool call whose client waits inline (no tasks negotiated) waits for its result; past it the client gets the task handle (structuredContent {taskId, status, pollAfterMs}) and the call runs on; a call that cannot be handed over (prompts/get, resources/read, completion/complete; tool calls with --mirror-tools off) is cancelled past it")
 	e.Duration(&h.syncTimeout, "sync-timeout", "MCPQ_SYNC_TIMEOUT", 0, "deprecated: the old name of --handle-after (past it a call was cancelled; it is now handed over)")
 	e.Choice(&h.mirrorTools, "mirror-tools", "MCPQ_MIRROR_TOOLS", "auto", "auto: list the tools tasks_result and tasks_cancel to clients that did not negotiate tasks, so they can follow a handed-over call; off: never (their calls are then cancelled past --handle-after)", "auto", "off")

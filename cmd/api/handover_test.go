@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 )
 
 // parseHandover registers the hand-over flags on a fresh set, parses args
@@ -22,7 +22,7 @@ func parseHandover(t *testing.T, args ...string) (time.Duration, string, string,
 	fs.SetOutput(io.Discard)
 	var h handoverFlags
 	h.flags(fs)
-	if err := backend.ParseFlags(fs, args, io.Discard); err != nil {
+	if err := cli.ParseFlags(fs, args, io.Discard); err != nil {
 		return 0, "", "", err
 	}
 	var logs bytes.Buffer

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/mcpfront"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 )
@@ -43,7 +43,7 @@ type lifecycle struct {
 }
 
 func (l *lifecycle) flags(fs *flag.FlagSet) {
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.Duration(&l.delay, "shutdown-delay", "MCPQ_SHUTDOWN_DELAY", 5*time.Second, "api: on SIGTERM, how long /readyz answers 503 while requests are still served, before the listener closes (load balancers stop sending meanwhile); none on SIGINT (Ctrl-C)")
 	e.Duration(&l.timeout, "shutdown-timeout", "MCPQ_SHUTDOWN_TIMEOUT", 20*time.Second, "api: after --shutdown-delay, how long in-flight requests get to finish; those still waiting then get a shutting-down error")
 }
@@ -68,7 +68,7 @@ func (l *lifecycle) check() telemetry.Check {
 func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telemetry.Check, guard func(http.Handler) http.Handler) (public *http.ServeMux, adminH http.Handler) {
 	checks = append(checks, l.check())
 	if admin == "" {
-		adm := backend.AdminMux(reg, checks...)
+		adm := cli.AdminMux(reg, checks...)
 		if guard == nil {
 			return adm, nil
 		}
@@ -78,7 +78,7 @@ func (l *lifecycle) muxes(admin string, reg *prometheus.Registry, checks []telem
 		public.Handle("/metrics", guard(adm))
 		return public, nil
 	}
-	adm := backend.AdminMux(reg, checks...)
+	adm := cli.AdminMux(reg, checks...)
 	public = http.NewServeMux()
 	public.Handle("/healthz", adm)
 	public.Handle("/readyz", adm)

@@ -42,6 +42,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/consumer"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/internal/demo"
 	"github.com/mcpqueue/mcpqueue/internal/embednats"
 	"github.com/mcpqueue/mcpqueue/internal/loopback"
@@ -53,7 +54,7 @@ import (
 )
 
 type config struct {
-	backend.Options
+	cli.Options
 	worker           worker.Options
 	listen           string
 	natsListen       string
@@ -103,7 +104,7 @@ func main() {
 	c.console.flags(fs)
 	c.lifecycle.flags(fs)
 	c.conns.flags(fs)
-	e := backend.EnvOf(fs)
+	e := cli.EnvOf(fs)
 	e.String(&c.listen, "listen", "MCPQ_LISTEN", "127.0.0.1:8080", "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it")
 	e.String(&c.natsListen, "nats-listen", "MCPQ_NATS_LISTEN", "127.0.0.1:4250", "all-in-one: where the embedded NATS listens for workers")
 	e.String(&c.natsSync, "nats-sync", "MCPQ_NATS_SYNC", "", "all-in-one: how often the embedded NATS fsyncs its store: a duration, or always (fsync every write before acknowledging it); default 2m, the NATS default. An external NATS sets this in its own config: jetstream { sync_interval: always }")
@@ -132,7 +133,7 @@ func main() {
 	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
 	e.EnvOnly(&c.stateKey, "MCPQ_STATE_KEY", true)
-	backend.ParseFlagsOrExit(fs, os.Args[1:])
+	cli.ParseFlagsOrExit(fs, os.Args[1:])
 	if fs.NArg() > 0 { // words after the flags: help, or a mistake
 		fs.SetOutput(os.Stdout)
 		os.Exit(command(fs.Arg(0), fs.Usage, os.Stderr))
@@ -217,7 +218,7 @@ func (c *config) authenticator(ctx context.Context, log zerolog.Logger) (*jwtaut
 		Issuer: c.authIssuer, Audience: audience, JWKSURL: c.authJWKSURL,
 		Scopes:               strings.FieldsFunc(c.authScopes, func(r rune) bool { return r == ',' || r == ' ' }),
 		TenantClaim:          c.authTenantClaim,
-		AuthorizationServers: backend.SplitList(c.authServers),
+		AuthorizationServers: cli.SplitList(c.authServers),
 		Logger:               log.With().Str("component", "auth").Logger(),
 	}
 	if c.authHS256KeyFile != "" {
@@ -305,12 +306,12 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		return err
 	}
 	defer closeBackend()
-	reg := backend.NewRegistry()
+	reg := cli.NewRegistry()
 	tel, flush, err := c.startTelemetry(ctx, b, reg)
 	if err != nil {
 		return err
 	}
-	defer backend.FlushSpans(flush, log)
+	defer cli.FlushSpans(flush, log)
 	if !st.allInOne {
 		c.hintWorkers(ctx, b.Catalog, log)
 	}
@@ -332,7 +333,7 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		metricsGuard = operatorsOnly(st.authn, st.admins)
 		log.Warn().Msg("/metrics is on the public port and answers only a global console admin's token there (authentication is on: --console-admins, */subject with a tenant claim); serve it to your scraper with --admin instead")
 	}
-	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, b.Checks(), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
+	mux, admin := c.lifecycle.muxes(c.worker.Admin, reg, cli.Checks(b), metricsGuard) // /healthz, /readyz, /metrics: lifecycle.go
 	mux.Handle("/mcp", tel.InstrumentHTTP(front))
 	if st.authn != nil {
 		mountMetadata(mux, st.authn.Metadata())
@@ -383,11 +384,11 @@ func (c *config) settings(ctx context.Context, log zerolog.Logger) (*runSettings
 	if err != nil {
 		return nil, err
 	}
-	admins, err := console.ParseAdmins(backend.SplitList(c.console.admins), c.authTenantClaim != "")
+	admins, err := console.ParseAdmins(cli.SplitList(c.console.admins), c.authTenantClaim != "")
 	if err != nil {
 		return nil, err
 	}
-	allInOne := c.NATSURL == "" && (c.Broker == "nats" || c.Broker == "")
+	allInOne := c.NATS.URL == "" && (c.Broker == "nats" || c.Broker == "")
 	if c.natsSync != "" && !allInOne {
 		return nil, errors.New("--nats-sync applies to the embedded NATS of the all-in-one mode only; set an external server's policy in its config: jetstream { sync_interval: always }")
 	}
@@ -399,7 +400,7 @@ func (c *config) settings(ctx context.Context, log zerolog.Logger) (*runSettings
 func (c *config) startBackend(ctx context.Context, allInOne bool, log zerolog.Logger) (*backend.Backend, func(), error) {
 	stop := func() {}
 	if allInOne {
-		ns, err := embednats.Start(&c.Options, c.natsListen, c.natsSync, log) // sets NATSURL and the credentials
+		ns, err := embednats.Start(&c.NATS, c.natsListen, c.natsSync, log) // sets NATS.URL and the credentials
 		if err != nil {
 			return nil, nil, err
 		}
@@ -423,9 +424,9 @@ func (c *config) startTelemetry(ctx context.Context, b *backend.Backend, reg *pr
 	if err != nil {
 		return nil, nil, err
 	}
-	backend.SetGlobalTracing(tp)
-	tel := b.Telemetry(reg, tp)
-	tel.WatchQueue(b.QueueDepth(), catalogRoutes(b.Catalog))
+	cli.SetGlobalTracing(tp)
+	tel := cli.Telemetry(b, reg, tp)
+	tel.WatchQueue(cli.QueueDepth(b), catalogRoutes(b.Catalog))
 	c.worker.Telemetry = tel
 	return tel, flush, nil
 }
@@ -436,7 +437,9 @@ func (c *config) startTelemetry(ctx context.Context, b *backend.Backend, reg *pr
 func (c *config) startWorker(ctx context.Context, b *backend.Backend, wg *sync.WaitGroup, log zerolog.Logger) (bool, error) {
 	mux := consumer.NewMux()
 	demo.Register(mux)
-	w := c.worker.New(b, log.With().Str("service", "worker").Logger())
+	cfg := c.worker.Config
+	cfg.Logger = log.With().Str("service", "worker").Logger()
+	w := consumer.New(*b, &cfg)
 	runErr := make(chan error, 1)
 	wg.Go(func() {
 		err := w.Run(ctx, mux)
@@ -474,7 +477,7 @@ func (c *config) startReaper(ctx context.Context, prod *producer.Producer, tel *
 // hosts are the Host headers the api answers: --allowed-hosts, the
 // --listen host and the --public-url host.
 func (c *config) hosts() []string {
-	hosts := backend.SplitList(c.allowedHosts)
+	hosts := cli.SplitList(c.allowedHosts)
 	if h, _, err := net.SplitHostPort(c.listen); err == nil && h != "" {
 		hosts = append(hosts, h)
 	}
@@ -490,11 +493,11 @@ func (c *config) newFront(prod *producer.Producer, b *backend.Backend, reg *prom
 	if authn != nil {
 		fauth = authn
 	}
-	return mcpfront.New(prod, b.Store, b.Catalog, b.Bus, &mcpfront.Config{
+	return mcpfront.New(prod, *b, &mcpfront.Config{
 		Metrics:        reg,
 		StateKey:       []byte(c.stateKey),
 		AllowedHosts:   hosts,
-		AllowedOrigins: backend.SplitList(c.allowedOrigins),
+		AllowedOrigins: cli.SplitList(c.allowedOrigins),
 		HandleAfter:    c.handover.handleAfter,
 		MirrorToolsOff: c.handover.mirrorTools == "off",
 		InlineWait:     c.inlineWait,
@@ -536,9 +539,9 @@ func (c *config) hintWorkers(ctx context.Context, cat taskstate.Catalog, log zer
 	if err != nil || len(tools) > 0 {
 		return
 	}
-	cmd := "go run ./cmd/worker --nats " + redactURL(c.NATSURL)
-	if c.Broker == "asynq" || c.Broker == "redis" {
-		cmd = "go run ./cmd/worker --broker asynq --redis " + redactURL(c.RedisURL)
+	cmd := "go run ./cmd/worker --nats " + redactURL(c.NATS.URL)
+	if c.IsRedis() {
+		cmd = "go run ./cmd/worker --broker asynq --redis " + redactURL(c.Redis.URL)
 	}
 	if c.Prefix != "mcpq" {
 		cmd += " --prefix " + c.Prefix

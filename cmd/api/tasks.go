@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -54,7 +55,7 @@ func (e usageError) Error() string { return string(e) }
 
 // tasksCLI is one `api tasks` run.
 type tasksCLI struct {
-	opts           backend.Options
+	opts           cli.Options
 	timeout        time.Duration
 	stdout, stderr io.Writer
 	log            zerolog.Logger
@@ -91,7 +92,7 @@ func operatorMain(command string, args []string, stdout, stderr io.Writer) int {
 func exitStatus(cmd string, err error, stderr io.Writer) int {
 	var ue usageError
 	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, backend.ErrConfigPrinted):
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, cli.ErrConfigPrinted):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "%s: %s\n(%s -h for help)\n", cmd, err, cmd)
@@ -191,8 +192,8 @@ func (c *tasksCLI) parseCommand(prog, usage string, args []string, commandFlags 
 
 // connect connects the backend the parsed flags of fs name.
 func (c *tasksCLI) connect(ctx context.Context, fs *flag.FlagSet, name string) (*backend.Backend, error) {
-	if err := backend.CheckFlags(fs, c.stdout); err != nil {
-		if errors.Is(err, backend.ErrConfigPrinted) {
+	if err := cli.CheckFlags(fs, c.stdout); err != nil {
+		if errors.Is(err, cli.ErrConfigPrinted) {
 			return nil, err
 		}
 		return nil, usageError(err.Error())
@@ -203,8 +204,8 @@ func (c *tasksCLI) connect(ctx context.Context, fs *flag.FlagSet, name string) (
 		c.opts.LogLevel = "warn" // the connection's progress is noise here
 	}
 	c.log = c.opts.Logger(name)
-	if (c.opts.Broker == "nats" || c.opts.Broker == "") && c.opts.NATSURL == "" {
-		c.opts.NATSURL = "nats://127.0.0.1:4250" // the all-in-one api's --nats-listen default
+	if (c.opts.Broker == "nats" || c.opts.Broker == "") && c.opts.NATS.URL == "" {
+		c.opts.NATS.URL = "nats://127.0.0.1:4250" // the all-in-one api's --nats-listen default
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -216,10 +217,10 @@ func (c *tasksCLI) connect(ctx context.Context, fs *flag.FlagSet, name string) (
 }
 
 func (c *tasksCLI) backendURL() string {
-	if c.opts.Broker == "asynq" || c.opts.Broker == "redis" {
-		return c.opts.RedisURL
+	if c.opts.IsRedis() {
+		return c.opts.Redis.URL
 	}
-	return c.opts.NATSURL
+	return c.opts.NATS.URL
 }
 
 func (c *tasksCLI) filterFlags(fs *flag.FlagSet) {
@@ -259,7 +260,7 @@ func (c *tasksCLI) check(cmd string, pos []string) error {
 	case c.limit < 0:
 		return usageError(fmt.Sprintf("--limit %d: want 0 (all) or more", c.limit))
 	}
-	for _, s := range backend.SplitList(c.status) {
+	for _, s := range cli.SplitList(c.status) {
 		st := taskstate.Status(s)
 		if !st.Valid() {
 			return usageError(fmt.Sprintf("--status: unknown status %q (working, input_required, completed, failed, cancelled)", s))

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/membroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
@@ -68,7 +69,7 @@ func Start(ctx context.Context, mux *consumer.Mux, cfg *consumer.Config) (*Harne
 		store: memstate.New(nil),
 		done:  make(chan error, 1),
 	}
-	w := consumer.New(h.queue, h.store, h.store, h.bus, &c)
+	w := consumer.New(backend.Backend{Queue: h.queue, Store: h.store, Catalog: h.store, Bus: h.bus}, &c)
 	run, stop := context.WithCancel(context.WithoutCancel(ctx))
 	h.ctx, h.stop = run, stop
 	go func() { h.done <- w.Run(run, mux) }()

@@ -12,8 +12,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
@@ -31,13 +31,13 @@ const (
 )
 
 // ceiling runs the broker lifecycle in-process against the real seams
-// (backend.Connect: natsbroker+natskv or asynqbroker+redisstate, configured
+// (cli.Options.Connect: natsbroker+natskv or asynqbroker+redisstate, configured
 // as the binaries configure them): conc producers write the record and
 // enqueue the job (producer.Create), conc slots take jobs with
 // Consumer.Next, write the terminal state with taskstate.Mutate and ack. At
 // most conc tasks are in flight (created, not yet acked), like conc clients
 // each waiting on one task.
-func ceiling(ctx context.Context, o backend.Options, name string, mode ceilingMode, conc int, warmup, dur time.Duration, pids map[string]int, profile string) (*result, error) {
+func ceiling(ctx context.Context, o cli.Options, name string, mode ceilingMode, conc int, warmup, dur time.Duration, pids map[string]int, profile string) (*result, error) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	b, err := o.Connect(cctx, "bench-ceiling", zerolog.Nop())
 	cancel()

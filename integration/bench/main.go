@@ -31,7 +31,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/internal/cli"
 	"github.com/mcpqueue/mcpqueue/internal/procs"
 )
 
@@ -418,7 +418,8 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 		prefix := randomPrefix()
 		var beArgs []string
 		pids := map[string]int{"bench": os.Getpid()}
-		opts := backend.Options{Broker: name, Prefix: prefix, AsynqPoll: c.asynqPoll, AsynqBusyPoll: c.asynqBusy, RedisURL: c.redisURL}
+		opts := cli.Options{Broker: name, Prefix: prefix}
+		opts.Redis.URL, opts.Redis.PollInterval, opts.Redis.BusyPollInterval = c.redisURL, c.asynqPoll, c.asynqBusy
 		natsProfile := ""
 		switch name {
 		case "nats":
@@ -432,7 +433,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 				return err
 			}
 			defer stop()
-			opts.NATSURL = url
+			opts.NATS.URL = url
 			beArgs = []string{"--broker", "nats", "--nats", url}
 			pids["broker"] = p.Pid()
 			r.desc = "NATS JetStream work queue + KV (nats-server " + modVersion("github.com/nats-io/nats-server/v2") + ", file storage, separate process)"
@@ -474,7 +475,7 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 }
 
 // ceilings runs (a) and (a′) in-process, before any api or worker runs.
-func ceilings(ctx context.Context, c *config, r *backendRun, opts backend.Options, prefix string, pids map[string]int, prof func(string) string) error {
+func ceilings(ctx context.Context, c *config, r *backendRun, opts cli.Options, prefix string, pids map[string]int, prof func(string) string) error {
 	if c.phase != "all" {
 		return nil
 	}

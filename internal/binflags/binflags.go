@@ -96,7 +96,7 @@ func (b *Binary) ReadsEnv(k string) bool {
 }
 
 // ValueError says why v is no value for flag f ("" if it is one): the
-// binaries parse their variables strictly (backend.Env), so such a value
+// binaries parse their variables strictly (internal/cli.Env), so such a value
 // would refuse to start.
 func (f Flag) ValueError(v string) string {
 	var err error

@@ -1,6 +1,6 @@
 // Package embednats starts the all-in-one api's embedded NATS server. It is
 // the only package of the binaries that imports nats-server, so a worker
-// module (which needs backend, never this) does not build it.
+// module (which needs backend and natsbackend, never this) does not build it.
 package embednats
 
 import (
@@ -11,13 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 	"github.com/rs/zerolog"
 
-	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/backend/natsbackend"
 	"github.com/mcpqueue/mcpqueue/internal/loopback"
 )
 
@@ -27,43 +28,43 @@ import (
 // (ParseSync: "", "always" or a duration).
 //
 // The server always requires authentication. It accepts the credentials
-// o.NATSAuth names: the user nkey of --nats-nkey (the seed file is
+// o.Auth names: the user nkey of --nats-nkey (the seed file is
 // generated, mode 0600, if missing), --nats-user with --nats-password, or
 // --nats-token. With none it accepts the user nkey whose seed is
 // <data-dir>/nats.nk, generated (mode 0600) on first start and reused after;
-// processes on this machine find it there (see backend.Options.DataDir). A listen
+// processes on this machine find it there (see natsbackend.Options.DataDir). A listen
 // address off loopback needs credentials named explicitly.
 //
-// On success o.NATSURL is the server's client URL and o.NATSAuth holds the
+// On success o.URL is the server's client URL and o.NATSAuth holds the
 // credentials, so o.Connect joins it.
-func Start(o *backend.Options, listen, sync string, log zerolog.Logger) (*server.Server, error) {
+func Start(o *natsbackend.Options, listen, sync string, log zerolog.Logger) (*server.Server, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
-		return nil, fmt.Errorf("backend: --nats-listen %q: %w", listen, err)
+		return nil, fmt.Errorf("embednats: --nats-listen %q: %w", listen, err)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
-		return nil, fmt.Errorf("backend: --nats-listen %q: bad port", listen)
+		return nil, fmt.Errorf("embednats: --nats-listen %q: bad port", listen)
 	}
-	interval, always, err := backend.ParseSync(sync)
+	interval, always, err := ParseSync(sync)
 	if err != nil {
 		return nil, err
 	}
-	a := &o.NATSAuth
+	a := &o.Auth
 	explicit := a.NKey != "" || a.User != "" || a.Token != ""
 	switch {
 	case a.Creds != "":
-		return nil, errors.New("backend: --nats-creds needs a NATS server in operator mode; the embedded NATS takes --nats-nkey, --nats-user with --nats-password, or --nats-token")
+		return nil, errors.New("embednats: --nats-creds needs a NATS server in operator mode; the embedded NATS takes --nats-nkey, --nats-user with --nats-password, or --nats-token")
 	case a.TLSCA != "" || a.TLSCert != "" || a.TLSKey != "":
-		return nil, errors.New("backend: the embedded NATS serves no TLS: --nats-tls-* apply to an external NATS (--nats)")
+		return nil, errors.New("embednats: the embedded NATS serves no TLS: --nats-tls-* apply to an external NATS (--nats)")
 	case !explicit && !loopback.Host(host):
-		return nil, fmt.Errorf("backend: refusing to open the embedded NATS to the network on --nats-listen %s with the key generated for this machine: name the credentials remote workers will use, --nats-nkey FILE (a user nkey seed, generated if missing), --nats-user with --nats-password, or --nats-token; or listen on 127.0.0.1", listen)
+		return nil, fmt.Errorf("embednats: refusing to open the embedded NATS to the network on --nats-listen %s with the key generated for this machine: name the credentials remote workers will use, --nats-nkey FILE (a user nkey seed, generated if missing), --nats-user with --nats-password, or --nats-token; or listen on 127.0.0.1", listen)
 	}
 	if o.DataDir == "" {
-		return nil, errors.New("backend: the embedded NATS needs a data dir (--data-dir)")
+		return nil, errors.New("embednats: the embedded NATS needs a data dir (--data-dir)")
 	}
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("backend: data dir: %w", err)
+		return nil, fmt.Errorf("embednats: data dir: %w", err)
 	}
 	opts := &server.Options{
 		ServerName:   "mcpqueue-embedded",
@@ -76,7 +77,7 @@ func Start(o *backend.Options, listen, sync string, log zerolog.Logger) (*server
 		SyncAlways:   always,
 	}
 	if !explicit {
-		a.NKey = filepath.Join(o.DataDir, backend.EmbeddedNKeyFile)
+		a.NKey = filepath.Join(o.DataDir, natsbackend.EmbeddedNKeyFile)
 	}
 	switch {
 	case a.NKey != "":
@@ -87,7 +88,7 @@ func Start(o *backend.Options, listen, sync string, log zerolog.Logger) (*server
 		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
 	case a.User != "":
 		if a.Password == "" {
-			return nil, errors.New("backend: --nats-user needs --nats-password for the embedded NATS")
+			return nil, errors.New("embednats: --nats-user needs --nats-password for the embedded NATS")
 		}
 		opts.Users = []*server.User{{Username: a.User, Password: a.Password}}
 	default:
@@ -95,27 +96,27 @@ func Start(o *backend.Options, listen, sync string, log zerolog.Logger) (*server
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("backend: embedded NATS: %w", err)
+		return nil, fmt.Errorf("embednats: embedded NATS: %w", err)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
 		ns.Shutdown()
-		return nil, fmt.Errorf("backend: embedded NATS did not start on %s", listen)
+		return nil, fmt.Errorf("embednats: embedded NATS did not start on %s", listen)
 	}
-	o.NATSURL = ns.ClientURL()
+	o.URL = ns.ClientURL()
 	ev := log.Info()
 	if !loopback.Host(host) {
 		ev = log.Warn().Str("note", "NATS traffic to this address is not encrypted: keep it on a private network")
 	}
 	// NewServer filled in the default interval.
-	ev.Str("url", o.NATSURL).Str("store", opts.StoreDir).Str("sync", syncName(opts)).
-		Str("guarantee", backend.SyncPromise(opts.SyncInterval, opts.SyncAlways)).Str("auth", method(a)).
+	ev.Str("url", o.URL).Str("store", opts.StoreDir).Str("sync", syncName(opts)).
+		Str("guarantee", SyncPromise(opts.SyncInterval, opts.SyncAlways)).Str("auth", method(a)).
 		Msg("embedded NATS running (JetStream, file storage)")
 	return ns, nil
 }
 
 // method names how a authenticates, for logs.
-func method(a *backend.NATSAuth) string {
+func method(a *natsbackend.Auth) string {
 	switch {
 	case a.Creds != "":
 		return "creds " + a.Creds
@@ -140,11 +141,11 @@ func userNKey(path string, log zerolog.Logger) (string, error) {
 		}
 	}
 	if err != nil {
-		return "", fmt.Errorf("backend: embedded NATS key %s: %w", path, err)
+		return "", fmt.Errorf("embednats: embedded NATS key %s: %w", path, err)
 	}
 	kp, err := nkeys.ParseDecoratedNKey(raw)
 	if err != nil {
-		return "", fmt.Errorf("backend: embedded NATS key %s holds no nkey seed: %w", path, err)
+		return "", fmt.Errorf("embednats: embedded NATS key %s holds no nkey seed: %w", path, err)
 	}
 	defer kp.Wipe()
 	pub, err := kp.PublicKey()
@@ -152,7 +153,7 @@ func userNKey(path string, log zerolog.Logger) (string, error) {
 		err = errors.New("not a user key (its seed starts SU)")
 	}
 	if err != nil {
-		return "", fmt.Errorf("backend: embedded NATS key %s: %w", path, err)
+		return "", fmt.Errorf("embednats: embedded NATS key %s: %w", path, err)
 	}
 	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		log.Warn().Str("file", path).Str("mode", fi.Mode().Perm().String()).Msg("the embedded NATS's key is readable by other users: chmod 600 it")
@@ -192,4 +193,31 @@ func syncName(o *server.Options) string {
 		return "always"
 	}
 	return o.SyncInterval.String()
+}
+
+// ParseSync reads --nats-sync: "" keeps the server's default (a background
+// fsync every 2 minutes), "always" fsyncs every write before it is
+// acknowledged, and a duration sets the background fsync interval.
+func ParseSync(s string) (interval time.Duration, always bool, err error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return 0, false, nil
+	case "always":
+		return 0, true, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, false, fmt.Errorf("embednats: --nats-sync %q: want a positive duration such as 1s, or always", s)
+	}
+	return d, false, nil
+}
+
+// SyncPromise says, for the startup log, what a sync policy keeps through a
+// crash of the machine (a crash of the process alone loses nothing
+// acknowledged: every write reaches the operating system first).
+func SyncPromise(interval time.Duration, always bool) string {
+	if always {
+		return "every acknowledged write is on disk (fsync before ack): survives process, OS and power failures"
+	}
+	return fmt.Sprintf("survives a process crash; an OS crash or power loss may lose writes of the last %s (fsync interval; --nats-sync always to fsync each write)", interval)
 }

@@ -14,26 +14,27 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/backend/natsbackend"
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 )
 
 // connectNATS connects a process as o says, closing it when the test ends.
-func connectNATS(t *testing.T, o *backend.Options) (*backend.Backend, error) {
+func connectNATS(t *testing.T, o *natsbackend.Options) (*backend.Backend, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	b, err := o.ConnectNATS(ctx, t.Name(), zerolog.Nop())
+	b, err := natsbackend.Connect(ctx, t.Name(), o)
 	if err == nil {
-		t.Cleanup(b.Close)
+		t.Cleanup(func() { _ = b.Close() })
 	}
 	return b, err
 }
 
 // startEmbedded starts the embedded NATS as the all-in-one api does, with
 // its store and key in dir, and stops it when the test ends.
-func startEmbedded(t *testing.T, dir string, auth backend.NATSAuth) *backend.Options {
+func startEmbedded(t *testing.T, dir string, auth natsbackend.Auth) *natsbackend.Options {
 	t.Helper()
-	o := &backend.Options{DataDir: dir, NATSAuth: auth, NATSStorage: "memory", Prefix: strings.ToLower(natstest.Name(t))}
+	o := &natsbackend.Options{DataDir: dir, Auth: auth, Storage: "memory", Prefix: strings.ToLower(natstest.Name(t))}
 	ns, err := Start(o, "127.0.0.1:-1", "", zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -64,10 +65,10 @@ func serverInfo(t *testing.T, natsURL string) string {
 func TestEmbeddedNATSGeneratesKey(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
-	o := startEmbedded(t, dir, backend.NATSAuth{})
-	key := filepath.Join(dir, backend.EmbeddedNKeyFile)
-	if o.NATSAuth.NKey != key {
-		t.Fatalf("the api's own connection authenticates with %q, want %q", o.NATSAuth.NKey, key)
+	o := startEmbedded(t, dir, natsbackend.Auth{})
+	key := filepath.Join(dir, natsbackend.EmbeddedNKeyFile)
+	if o.Auth.NKey != key {
+		t.Fatalf("the api's own connection authenticates with %q, want %q", o.Auth.NKey, key)
 	}
 	fi, err := os.Stat(key)
 	if err != nil {
@@ -80,10 +81,10 @@ func TestEmbeddedNATSGeneratesKey(t *testing.T) {
 	if !strings.HasPrefix(string(seed), "SU") {
 		t.Errorf("key %s holds %.2q…, want a user nkey seed (SU…)", key, seed)
 	}
-	if info := serverInfo(t, o.NATSURL); !strings.Contains(info, `"auth_required":true`) {
+	if info := serverInfo(t, o.URL); !strings.Contains(info, `"auth_required":true`) {
 		t.Errorf("INFO does not require auth: %s", info)
 	}
-	if nc, err := nats.Connect(o.NATSURL, nats.NoReconnect()); err == nil {
+	if nc, err := nats.Connect(o.URL, nats.NoReconnect()); err == nil {
 		nc.Close()
 		t.Fatal("a client without credentials connected")
 	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization violation") {
@@ -95,23 +96,23 @@ func TestEmbeddedNATSGeneratesKey(t *testing.T) {
 	if _, err := connectNATS(t, o); err != nil {
 		t.Fatalf("the api's own connection: %v", err)
 	}
-	joiner := &backend.Options{NATSURL: o.NATSURL, DataDir: dir, NATSStorage: "memory", Prefix: o.Prefix}
+	joiner := &natsbackend.Options{URL: o.URL, DataDir: dir, Storage: "memory", Prefix: o.Prefix}
 	if _, err := connectNATS(t, joiner); err != nil {
 		t.Fatalf("a process with the data dir: %v", err)
 	}
-	lost := &backend.Options{NATSURL: o.NATSURL, DataDir: t.TempDir(), NATSStorage: "memory", Prefix: o.Prefix}
+	lost := &natsbackend.Options{URL: o.URL, DataDir: t.TempDir(), Storage: "memory", Prefix: o.Prefix}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	_, err = lost.ConnectNATS(ctx, t.Name(), zerolog.Nop())
+	_, err = natsbackend.Connect(ctx, t.Name(), lost)
 	wantRefused(t, time.Since(start), err, "Authorization Violation", "--nats-nkey <data-dir>/nats.nk")
 
 	// A second start of the same data dir reuses the key.
-	again := startEmbedded(t, t.TempDir(), backend.NATSAuth{NKey: key})
+	again := startEmbedded(t, t.TempDir(), natsbackend.Auth{NKey: key})
 	if b, _ := os.ReadFile(key); string(b) != string(seed) {
 		t.Fatal("the key changed on the second start")
 	}
-	if _, err := connectNATS(t, &backend.Options{NATSURL: again.NATSURL, DataDir: dir, NATSStorage: "memory", Prefix: o.Prefix}); err != nil {
+	if _, err := connectNATS(t, &natsbackend.Options{URL: again.URL, DataDir: dir, Storage: "memory", Prefix: o.Prefix}); err != nil {
 		t.Fatalf("the same key on a server started with --nats-nkey: %v", err)
 	}
 }
@@ -121,16 +122,16 @@ func TestEmbeddedNATSGeneratesKey(t *testing.T) {
 func TestEmbeddedNATSExplicitCredentials(t *testing.T) {
 	t.Parallel()
 	seed := filepath.Join(t.TempDir(), "remote.nk")
-	for _, auth := range []backend.NATSAuth{{User: "app", Password: "s3cret"}, {Token: "t0ken"}, {NKey: seed}} {
+	for _, auth := range []natsbackend.Auth{{User: "app", Password: "s3cret"}, {Token: "t0ken"}, {NKey: seed}} {
 		dir := t.TempDir()
 		o := startEmbedded(t, dir, auth)
-		if _, err := os.Stat(filepath.Join(dir, backend.EmbeddedNKeyFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, natsbackend.EmbeddedNKeyFile)); err == nil {
 			t.Errorf("%s: a data dir key was generated besides the named credentials", method(&auth))
 		}
-		if _, err := connectNATS(t, &backend.Options{NATSURL: o.NATSURL, NATSAuth: auth, NATSStorage: "memory", Prefix: o.Prefix}); err != nil {
+		if _, err := connectNATS(t, &natsbackend.Options{URL: o.URL, Auth: auth, Storage: "memory", Prefix: o.Prefix}); err != nil {
 			t.Errorf("%s: %v", method(&auth), err)
 		}
-		if nc, err := nats.Connect(o.NATSURL, nats.NoReconnect()); err == nil {
+		if nc, err := nats.Connect(o.URL, nats.NoReconnect()); err == nil {
 			nc.Close()
 			t.Errorf("%s: a client without credentials connected", method(&auth))
 		}
@@ -146,17 +147,17 @@ func TestEmbeddedNATSRefusals(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		listen string
-		auth   backend.NATSAuth
+		auth   natsbackend.Auth
 		want   string
 	}{
-		{"0.0.0.0:-1", backend.NATSAuth{}, "refusing to open the embedded NATS to the network on --nats-listen 0.0.0.0:-1"},
-		{"192.0.2.1:4250", backend.NATSAuth{}, "--nats-nkey FILE"},
-		{"127.0.0.1:-1", backend.NATSAuth{Creds: "x.creds"}, "--nats-creds needs a NATS server in operator mode"},
-		{"127.0.0.1:-1", backend.NATSAuth{User: "app"}, "--nats-user needs --nats-password"},
-		{"127.0.0.1:-1", backend.NATSAuth{TLSCA: "ca.pem"}, "the embedded NATS serves no TLS"},
+		{"0.0.0.0:-1", natsbackend.Auth{}, "refusing to open the embedded NATS to the network on --nats-listen 0.0.0.0:-1"},
+		{"192.0.2.1:4250", natsbackend.Auth{}, "--nats-nkey FILE"},
+		{"127.0.0.1:-1", natsbackend.Auth{Creds: "x.creds"}, "--nats-creds needs a NATS server in operator mode"},
+		{"127.0.0.1:-1", natsbackend.Auth{User: "app"}, "--nats-user needs --nats-password"},
+		{"127.0.0.1:-1", natsbackend.Auth{TLSCA: "ca.pem"}, "the embedded NATS serves no TLS"},
 	} {
 		dir := t.TempDir()
-		o := &backend.Options{DataDir: dir, NATSAuth: c.auth}
+		o := &natsbackend.Options{DataDir: dir, Auth: c.auth}
 		ns, err := Start(o, c.listen, "", zerolog.Nop())
 		if ns != nil {
 			ns.Shutdown()
@@ -164,12 +165,12 @@ func TestEmbeddedNATSRefusals(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %+v: %v, want %q", c.listen, c.auth, err, c.want)
 		}
-		if _, err := os.Stat(filepath.Join(dir, backend.EmbeddedNKeyFile)); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, natsbackend.EmbeddedNKeyFile)); err == nil {
 			t.Errorf("%s %+v: a key was generated though the start was refused", c.listen, c.auth)
 		}
 	}
 	// With credentials named, the network address is served.
-	o := &backend.Options{DataDir: t.TempDir(), NATSAuth: backend.NATSAuth{Token: "t0ken"}}
+	o := &natsbackend.Options{DataDir: t.TempDir(), Auth: natsbackend.Auth{Token: "t0ken"}}
 	ns, err := Start(o, "0.0.0.0:-1", "", zerolog.Nop())
 	if err != nil {
 		t.Fatalf("0.0.0.0 with --nats-token: %v", err)
@@ -190,7 +191,7 @@ func TestEmbeddedNATSSync(t *testing.T) {
 		{"", 2 * time.Minute, false, false}, {"always", 2 * time.Minute, true, false}, {"ALWAYS", 2 * time.Minute, true, false},
 		{"5s", 5 * time.Second, false, false}, {"0s", 0, false, true}, {"-1s", 0, false, true}, {"sometimes", 0, false, true},
 	} {
-		o := &backend.Options{DataDir: t.TempDir()}
+		o := &natsbackend.Options{DataDir: t.TempDir()}
 		ns, err := Start(o, "127.0.0.1:-1", c.sync, zerolog.Nop())
 		if c.bad {
 			if err == nil || !strings.Contains(err.Error(), "--nats-sync") {

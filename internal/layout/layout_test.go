@@ -5,7 +5,11 @@
 // implementation imports only its seam (auth/jwtauth and auth/authtest from
 // this module only auth); telemetry takes plain
 // values and imports no package of this module; the layers point inward;
-// only cmd/, backend and integration name an implementation; only gosdk (and
+// only cmd/, the connectors below backend/ and integration name an
+// implementation; backend itself is the seams only (broker, taskstate and the
+// standard library), so the libraries that take a Backend reach no broker
+// client; only cmd/, worker and integration use the binaries' internal/cli;
+// only gosdk (and
 // users' code) imports go-sdk; and nothing imports an example but the
 // example itself (examples/conformance its fixtures), so the binaries'
 // demo tools live in internal/demo; and only internal/embednats (the
@@ -91,7 +95,13 @@ var mayUseNATSServer = []string{"internal/embednats", "internal/natstest", "inte
 
 // workerSurface are the packages a worker module imports: none may reach
 // nats-server.
-var workerSurface = []string{"backend", "worker", "consumer"}
+var workerSurface = []string{"backend", "backend/natsbackend", "backend/redisbackend", "backend/membackend", "internal/cli", "worker", "consumer"}
+
+// binaryKit is the binaries' shared flags, logging and telemetry setup;
+// mayUseBinaryKit are the only packages that may import it.
+const binaryKit = "internal/cli"
+
+var mayUseBinaryKit = []string{"cmd", "worker", "integration"}
 
 // graph maps a module-relative package path ("" is the root) to its
 // non-test imports (full import paths).
@@ -204,6 +214,14 @@ func check(g graph) []string {
 					bad = append(bad, fmt.Sprintf("client must import only the standard library and %s/%s, but imports %s", module, mcpwire, imp))
 				}
 			}
+		// backend is the value the libraries take: the seams and the
+		// standard library only, so taking a Backend builds no client.
+		case p == "backend":
+			for _, imp := range g[p] {
+				if r, ok := rel(imp); !isStd(imp) && (!ok || (r != "broker" && r != "taskstate")) {
+					bad = append(bad, fmt.Sprintf("backend may import only %s/broker, %s/taskstate and the standard library, but imports %s", module, module, imp))
+				}
+			}
 		// Implementations and contract suites of a seam import, from this
 		// module, only their seam's interface package and internal helpers;
 		// through any chain they never reach the other seam, another
@@ -306,7 +324,7 @@ func check(g graph) []string {
 				continue
 			}
 			for dep, c := range g.deps(p) {
-				if isImpl(dep) || under(dep, "backend") || under(dep, "worker") {
+				if isImpl(dep) || (under(dep, "backend") && dep != "backend") || under(dep, "worker") || dep == binaryKit {
 					bad = append(bad, fmt.Sprintf("%s reaches %s: %s", p, dep, chain(c)))
 				}
 			}
@@ -330,6 +348,7 @@ func check(g graph) []string {
 		}
 	}
 	bad = append(bad, checkNATSServer(g)...)
+	bad = append(bad, checkBinaryKit(g)...)
 	sort.Strings(bad)
 	return slices.Compact(bad)
 }
@@ -360,6 +379,22 @@ func checkNATSServer(g graph) []string {
 			if imports(dep) != "" {
 				bad = append(bad, fmt.Sprintf("%s reaches nats-server: %s", p, chain(c)))
 			}
+		}
+	}
+	return bad
+}
+
+// checkBinaryKit: only mayUseBinaryKit import internal/cli, the binaries'
+// flags and setup; a library or connector takes its settings as values.
+func checkBinaryKit(g graph) []string {
+	var bad []string
+	for p, imps := range g {
+		ok := p == binaryKit
+		for _, d := range mayUseBinaryKit {
+			ok = ok || under(p, d)
+		}
+		if !ok && slices.Contains(imps, module+"/"+binaryKit) {
+			bad = append(bad, fmt.Sprintf("%s imports %s/%s; only cmd/, worker and integration/ may", p, module, binaryKit))
 		}
 	}
 	return bad
@@ -433,7 +468,7 @@ func TestLayout(t *testing.T) {
 	t.Parallel()
 	g := load(t)
 	// The rules mean nothing if the packages they name were not read.
-	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "client", mcpwire, "broker/natsbroker", "taskstate/natskv", "backend", "examples/conformance", "examples/conformance/fixtures"} {
+	for _, p := range []string{"broker", "taskstate", "producer", "consumer", "mcpfront", "telemetry", "auth", "auth/jwtauth", "client", mcpwire, "broker/natsbroker", "taskstate/natskv", "backend", "backend/natsbackend", "backend/redisbackend", "internal/cli", "examples/conformance", "examples/conformance/fixtures"} {
 		if _, ok := g[p]; !ok {
 			t.Fatalf("package %s not found in the module (read %d packages); the layout test is blind", p, len(g))
 		}
@@ -489,8 +524,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		"taskstate/statetest":  {m("taskstate")},
 		"producer":             {m("broker"), m("taskstate"), m("producer/internal/x")},
 		"producer/internal/x":  {m("consumer")},
-		"consumer":             {m("mcpfront")},
-		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("backend")},
+		"consumer":             {m("mcpfront"), m("internal/cli")},
+		"mcpfront":             {m("producer"), m("taskstate/natskv"), m("backend"), m("backend/natsbackend")},
+		"backend/natsbackend":  {m("backend"), m("broker/natsbroker")},
+		"internal/cli":         {m("backend/natsbackend")},
 		"backend":              {m("broker/natsbroker"), m("taskstate/redisstate")},
 		"cmd/api":              {m("backend"), m("broker/natsbroker")},
 		"integration":          {m("taskstate/natskv")},
@@ -498,7 +535,7 @@ func TestRulesCatchViolations(t *testing.T) {
 		"telemetry":            {m("broker"), "github.com/prometheus/client_golang/prometheus"},
 		"gosdk":                {m("bridge"), goSDK + "/mcp"},
 		"bridge":               {m("consumer"), goSDK + "/jsonrpc"},
-		"worker":               {m("consumer"), m("gosdk")},
+		"worker":               {m("consumer"), m("gosdk"), m("internal/cli")},
 		"examples/gosdk":       {m("gosdk"), goSDK + "/mcp"},
 	}
 	got := strings.Join(check(g), "\n")
@@ -517,8 +554,10 @@ func TestRulesCatchViolations(t *testing.T) {
 		"consumer must never import producer, but does: consumer → mcpfront → producer",
 		"mcpfront must never import consumer, but does: mcpfront → producer → producer/internal/x → consumer",
 		"mcpfront imports the concrete implementation " + m("taskstate/natskv"),
-		"mcpfront reaches backend: mcpfront → backend",
 		"mcpfront reaches taskstate/redisstate: mcpfront → backend → taskstate/redisstate",
+		"mcpfront reaches backend/natsbackend: mcpfront → backend/natsbackend",
+		"backend may import only " + m("broker") + ", " + m("taskstate") + " and the standard library, but imports " + m("broker/natsbroker"),
+		"consumer imports " + m("internal/cli") + "; only cmd/, worker and integration/ may",
 		"examples/demo imports the concrete implementation " + m("broker/asynqbroker"),
 		"telemetry must import no package of this module, but imports " + m("broker"),
 		"bridge imports " + goSDK + "/jsonrpc; only gosdk (and examples/, integration/) may",
@@ -528,7 +567,7 @@ func TestRulesCatchViolations(t *testing.T) {
 			t.Errorf("missing violation %q; got:\n%s", want, got)
 		}
 	}
-	for _, fine := range []string{"cmd/api imports", "integration imports", "backend imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "prometheus"} {
+	for _, fine := range []string{"cmd/api imports", "integration imports", "backend/natsbackend imports", "worker imports", "statetest may import", "taskstate/redisstate may import", "gosdk imports", "examples/gosdk", "prometheus"} {
 		if strings.Contains(got, fine) {
 			t.Errorf("allowed import reported (%q):\n%s", fine, got)
 		}
@@ -565,6 +604,11 @@ func TestPlantedViolations(t *testing.T) {
 		{"consumer", m("mcpfront"), "consumer must never import mcpfront, but does: consumer → mcpfront"},
 		{"backend", natsServer + "/server", "backend imports " + natsServer + "/server; only internal/embednats (and internal/natstest, integration/) may"},
 		{"worker", m("internal/embednats"), "worker reaches nats-server: worker → internal/embednats"},
+		{"backend/natsbackend", m("internal/embednats"), "backend/natsbackend reaches nats-server: backend/natsbackend → internal/embednats"},
+		{"backend", m("broker/natsbroker"), "backend may import only " + m("broker") + ", " + m("taskstate") + " and the standard library, but imports " + m("broker/natsbroker")},
+		{"backend", "github.com/rs/zerolog", "backend may import only " + m("broker") + ", " + m("taskstate") + " and the standard library, but imports github.com/rs/zerolog"},
+		{"consumer", m("backend/natsbackend"), "consumer reaches backend/natsbackend: consumer → backend/natsbackend"},
+		{"mcpfront", m("internal/cli"), "mcpfront imports " + m("internal/cli") + "; only cmd/, worker and integration/ may"},
 	} {
 		if _, ok := base[plant.from]; !ok {
 			t.Errorf("planting %s → %s: package %s not in the module", plant.from, plant.imp, plant.from)

@@ -1,8 +1,6 @@
-package backend
+package natsbackend
 
 import (
-	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
-
 	"context"
 	"errors"
 	"strings"
@@ -10,26 +8,26 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/rs/zerolog"
 
+	"github.com/mcpqueue/mcpqueue/backend"
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/internal/jsdurable"
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
-	"github.com/mcpqueue/mcpqueue/internal/redistest"
 )
 
 // natsOptions are the options of a process on srv whose streams and buckets
 // are named after a fresh prefix.
 func natsOptions(t *testing.T, srv *natstest.Server, storage string) *Options {
-	return &Options{NATSURL: srv.URL(), Prefix: strings.ToLower(natstest.Name(t)), NATSStorage: storage}
+	return &Options{URL: srv.URL(), Prefix: strings.ToLower(natstest.Name(t)), Storage: storage}
 }
 
-func connectNATS(t *testing.T, o *Options) (*Backend, error) {
+func connectNATS(t *testing.T, o *Options) (*backend.Backend, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	b, err := o.ConnectNATS(ctx, t.Name(), zerolog.Nop())
+	b, err := Connect(ctx, t.Name(), o)
 	if err == nil {
-		t.Cleanup(b.Close)
+		t.Cleanup(func() { _ = b.Close() })
 	}
 	return b, err
 }
@@ -91,7 +89,7 @@ func TestNATSStorageMismatch(t *testing.T) {
 	b.Close()
 	jobs, tasks := streamsOf(o)[0], streamsOf(o)[1]
 
-	o.NATSStorage = "file"
+	o.Storage = "file"
 	_, err = connectNATS(t, o)
 	var mismatch *jsdurable.StorageMismatchError
 	if !errors.As(err, &mismatch) || mismatch.Stream != jobs {
@@ -127,7 +125,7 @@ func TestNATSReplicasNeedACluster(t *testing.T) {
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	o := natsOptions(t, srv, "file")
-	o.NATSReplicas = 3
+	o.Replicas = 3
 	_, err := connectNATS(t, o)
 	if err == nil || !strings.Contains(err.Error(), "3 replicas need a JetStream cluster, and this NATS server is not clustered") {
 		t.Fatalf("3 replicas on one server: %v", err)
@@ -155,54 +153,10 @@ func TestNATSDurabilityFlags(t *testing.T) {
 		{"file", 6, false, "--nats-replicas 6: want 1 to 5"},
 		{"memory", 1, true, "--require-durable: --nats-storage is memory"},
 	} {
-		o := &Options{NATSStorage: c.storage, NATSReplicas: c.replicas, RequireDurable: c.require}
-		_, err := o.natsDurability()
+		o := &Options{Storage: c.storage, Replicas: c.replicas, RequireDurable: c.require}
+		_, err := o.durability()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("storage %q replicas %d require %v: %v; want %q", c.storage, c.replicas, c.require, err, c.want)
 		}
-	}
-}
-
-func connectRedis(t *testing.T, url string, require bool) error {
-	t.Helper()
-	o := &Options{RedisURL: url, Prefix: redistest.Name(t), RequireDurable: require}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	b, err := o.ConnectRedis(ctx, t.Name(), zerolog.Nop())
-	if err == nil {
-		b.Close()
-	}
-	return err
-}
-
-// The shared test Redis runs without an append-only file: it is accepted
-// with a warning, and refused under --require-durable.
-func TestRequireDurableRedisWithoutAOF(t *testing.T) {
-	t.Parallel()
-	c := redistest.Client(t)
-	if aof, err := c.ConfigGet(t.Context(), "appendonly").Result(); err != nil || aof["appendonly"] != "no" {
-		t.Skipf("the test Redis has appendonly %v (%v); this test needs it off", aof, err)
-	}
-	url := "redis://" + c.Options().Addr
-	if err := connectRedis(t, url, false); err != nil {
-		t.Fatalf("without --require-durable: %v", err)
-	}
-	err := connectRedis(t, url, true)
-	if err == nil || !strings.Contains(err.Error(), "--require-durable: Redis has appendonly no") || !strings.Contains(err.Error(), "set appendonly yes") {
-		t.Fatalf("with --require-durable: %v", err)
-	}
-}
-
-// A Redis of our own with an append-only file passes --require-durable;
-// the same with an evicting policy does not.
-func TestRequireDurableRedisWithAOF(t *testing.T) {
-	t.Parallel()
-	url := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "everysec").URL()
-	if err := connectRedis(t, url, true); err != nil {
-		t.Fatalf("appendonly yes, noeviction: %v", err)
-	}
-	url = redistest.Start(t, "--appendonly", "yes", "--maxmemory-policy", "allkeys-lru").URL()
-	if err := connectRedis(t, url, true); err == nil || !strings.Contains(err.Error(), "maxmemory-policy allkeys-lru") {
-		t.Fatalf("appendonly yes, allkeys-lru: %v", err)
 	}
 }

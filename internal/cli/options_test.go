@@ -1,4 +1,4 @@
-package backend
+package cli
 
 import (
 	"strings"
@@ -7,7 +7,7 @@ import (
 
 func TestAsynqQueueFlags(t *testing.T) {
 	o := &Options{Prefix: "mcpq", AsynqQueues: "render_report=6, bulk_export=1"}
-	c, err := o.asynqConfig()
+	c, err := o.redisOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,7 @@ func TestAsynqQueueFlags(t *testing.T) {
 		{"", "render=reports", "--asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed"},
 	} {
 		o := &Options{Prefix: "mcpq", AsynqQueues: bad.queues, AsynqToolQueues: bad.tools}
-		if _, err := o.asynqConfig(); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := o.redisOptions(); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("queues %q tools %q: error %v, want %q", bad.queues, bad.tools, err, bad.want)
 		}
 	}

@@ -1,9 +1,7 @@
-package backend
+package natsbackend
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -14,15 +12,16 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
-	"github.com/rs/zerolog"
+
+	"github.com/mcpqueue/mcpqueue/internal/connutil"
 )
 
-// NATSAuth is how a process authenticates to NATS and secures the
+// Auth is how a process authenticates to NATS and secures the
 // connection (docs/security.md, "Connecting to a secured broker"). At most
 // one of Creds, NKey, User (with Password) and Token; a URL may carry
 // user:password@ or token@ itself. TLS is on for tls:// URLs, when the
 // server requires it, or when any TLS field is set.
-type NATSAuth struct {
+type Auth struct {
 	Creds    string // credentials file: user JWT and nkey seed (nsc, NATS operator mode)
 	NKey     string // file holding an nkey seed (SU…)
 	User     string
@@ -33,21 +32,9 @@ type NATSAuth struct {
 	TLSKey   string // its private key (PEM)
 }
 
-func (a *NATSAuth) flags(e *Env) {
-	e.String(&a.Creds, "nats-creds", "MCPQ_NATS_CREDS", "", "nats backend: credentials file (user JWT and nkey seed, as nsc writes it) for a server in operator mode")
-	e.String(&a.NKey, "nats-nkey", "MCPQ_NATS_NKEY", "", "nats backend: file holding an nkey seed (SU…) to authenticate with")
-	e.String(&a.User, "nats-user", "MCPQ_NATS_USER", "", "nats backend: user name (with --nats-password)")
-	e.String(&a.Password, "nats-password", "MCPQ_NATS_PASSWORD", "", "nats backend: password of --nats-user")
-	e.String(&a.Token, "nats-token", "MCPQ_NATS_TOKEN", "", "nats backend: authentication token")
-	e.String(&a.TLSCA, "nats-tls-ca", "MCPQ_NATS_TLS_CA", "", "nats backend: PEM file of the CA certificates that sign the server's certificate (default: the system's); turns TLS on")
-	e.String(&a.TLSCert, "nats-tls-cert", "MCPQ_NATS_TLS_CERT", "", "nats backend: client certificate (PEM) for a server that verifies clients (with --nats-tls-key); turns TLS on")
-	e.String(&a.TLSKey, "nats-tls-key", "MCPQ_NATS_TLS_KEY", "", "nats backend: private key (PEM) of --nats-tls-cert")
-	e.Secret("nats-password", "nats-token")
-}
-
 // options turns a into connection options, reading every file now so that
 // a missing or malformed one is reported by its flag before connecting.
-func (a *NATSAuth) options() ([]nats.Option, error) {
+func (a *Auth) options() ([]nats.Option, error) {
 	var methods []string
 	for flag, v := range map[string]string{"--nats-creds": a.Creds, "--nats-nkey": a.NKey, "--nats-user": a.User, "--nats-token": a.Token} {
 		if v != "" {
@@ -56,33 +43,33 @@ func (a *NATSAuth) options() ([]nats.Option, error) {
 	}
 	if len(methods) > 1 {
 		slices.Sort(methods)
-		return nil, fmt.Errorf("backend: %s exclude each other: authenticate one way", strings.Join(methods, " and "))
+		return nil, fmt.Errorf("natsbackend: %s exclude each other: authenticate one way", strings.Join(methods, " and "))
 	}
 	if a.Password != "" && a.User == "" {
-		return nil, errors.New("backend: --nats-password needs --nats-user")
+		return nil, errors.New("natsbackend: --nats-password needs --nats-user")
 	}
 	var opts []nats.Option
 	switch {
 	case a.Creds != "":
 		raw, err := os.ReadFile(a.Creds)
 		if err != nil {
-			return nil, fmt.Errorf("backend: --nats-creds: %w", err)
+			return nil, fmt.Errorf("natsbackend: --nats-creds: %w", err)
 		}
 		tok, err := nkeys.ParseDecoratedJWT(raw)
 		if err == nil {
 			_, err = jwt.DecodeUserClaims(tok)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("backend: --nats-creds %s holds no user JWT: %w", a.Creds, err)
+			return nil, fmt.Errorf("natsbackend: --nats-creds %s holds no user JWT: %w", a.Creds, err)
 		}
 		if _, err := nkeys.ParseDecoratedNKey(raw); err != nil {
-			return nil, fmt.Errorf("backend: --nats-creds %s holds no nkey seed: %w", a.Creds, err)
+			return nil, fmt.Errorf("natsbackend: --nats-creds %s holds no nkey seed: %w", a.Creds, err)
 		}
 		opts = append(opts, nats.UserCredentials(a.Creds))
 	case a.NKey != "":
 		o, err := nats.NkeyOptionFromSeed(a.NKey)
 		if err != nil {
-			return nil, fmt.Errorf("backend: --nats-nkey %s: %w", a.NKey, err)
+			return nil, fmt.Errorf("natsbackend: --nats-nkey %s: %w", a.NKey, err)
 		}
 		opts = append(opts, o)
 	case a.User != "":
@@ -90,7 +77,7 @@ func (a *NATSAuth) options() ([]nats.Option, error) {
 	case a.Token != "":
 		opts = append(opts, nats.Token(a.Token))
 	}
-	tc, err := tlsConfig("--nats-tls", a.TLSCA, a.TLSCert, a.TLSKey)
+	tc, err := connutil.TLSConfig("natsbackend", "--nats-tls", a.TLSCA, a.TLSCert, a.TLSKey)
 	if err != nil {
 		return nil, err
 	}
@@ -100,37 +87,7 @@ func (a *NATSAuth) options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// tlsConfig builds the client TLS configuration of flags <prefix>-ca,
-// -cert and -key (nil when none is set).
-func tlsConfig(prefix, ca, cert, key string) (*tls.Config, error) {
-	if ca == "" && cert == "" && key == "" {
-		return nil, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("backend: %s-ca: %w", prefix, err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("backend: %s-ca %s holds no PEM certificate", prefix, ca)
-		}
-	}
-	if (cert == "") != (key == "") {
-		return nil, fmt.Errorf("backend: %s-cert and %s-key go together (the client certificate and its private key)", prefix, prefix)
-	}
-	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("backend: %s-cert %s, %s-key %s: %w", prefix, cert, prefix, key, err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
-}
-
-// connectNATS connects to url with the options and waits until the
+// connect connects to o.URL with the options and waits until the
 // connection is up. A server that is not there yet is retried until ctx
 // ends; one that refuses the credentials or whose TLS handshake fails ends
 // the wait at once with an error saying which flags to check.
@@ -138,30 +95,32 @@ func tlsConfig(prefix, ca, cert, key string) (*tls.Config, error) {
 // With no credentials of its own, a process reaching NATS on loopback uses
 // the all-in-one api's key in the data dir if there is one (embeddedKey); a
 // server that takes no nkeys is then joined without it.
-func (o *Options) connectNATS(ctx context.Context, name string, log zerolog.Logger) (*nats.Conn, error) {
-	auth := o.NATSAuth
+func (o *Options) connect(ctx context.Context, name string) (*nats.Conn, error) {
+	log := o.Logger
+	auth := o.Auth
 	found := o.embeddedKey()
 	if found != "" {
 		auth.NKey = found
 		log.Info().Str("key", found).Msg("no NATS credentials given: using the all-in-one api's key in --data-dir")
 	}
-	nc, err := o.dialNATS(ctx, name, auth, found, log)
+	nc, err := o.dial(ctx, name, auth, found)
 	if found != "" && errors.Is(err, nats.ErrNkeysNotSupported) {
 		log.Info().Str("key", found).Msg("this NATS takes no nkeys (it is not the all-in-one api's): joining without credentials")
-		return o.dialNATS(ctx, name, o.NATSAuth, "", log)
+		return o.dial(ctx, name, o.Auth, "")
 	}
 	return nc, err
 }
 
-// dialNATS connects with auth; found is the data dir key it holds, if any,
+// dial connects with auth; found is the data dir key it holds, if any,
 // for the error hints.
-func (o *Options) dialNATS(ctx context.Context, name string, auth NATSAuth, found string, log zerolog.Logger) (*nats.Conn, error) {
+func (o *Options) dial(ctx context.Context, name string, auth Auth, found string) (*nats.Conn, error) {
+	log := o.Logger
 	sec, err := auth.options()
 	if err != nil {
 		return nil, err
 	}
 	errc := make(chan error, 16)
-	nc, err := nats.Connect(o.NATSURL, append(sec,
+	nc, err := nats.Connect(o.URL, append(sec,
 		nats.Name(name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250*time.Millisecond),
@@ -183,7 +142,7 @@ func (o *Options) dialNATS(ctx context.Context, name string, auth NATSAuth, foun
 		}),
 	)...)
 	if err != nil {
-		return nil, fmt.Errorf("backend: connect NATS %s: %w", o.NATSURL, err)
+		return nil, fmt.Errorf("natsbackend: connect NATS %s: %w", o.URL, err)
 	}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -194,7 +153,7 @@ func (o *Options) dialNATS(ctx context.Context, name string, auth NATSAuth, foun
 			last = err
 			if hint := refusal(err, found, o.DataDir); hint != "" {
 				nc.Close()
-				return nil, fmt.Errorf("backend: NATS %s refused the connection: %w (%s)", o.NATSURL, err, hint)
+				return nil, fmt.Errorf("natsbackend: NATS %s refused the connection: %w (%s)", o.URL, err, hint)
 			}
 		case <-tick.C:
 		case <-ctx.Done():
@@ -202,28 +161,10 @@ func (o *Options) dialNATS(ctx context.Context, name string, auth NATSAuth, foun
 			if last == nil {
 				last = ctx.Err()
 			}
-			return nil, fmt.Errorf("backend: cannot connect to NATS %s: %w", o.NATSURL, last)
+			return nil, fmt.Errorf("natsbackend: cannot connect to NATS %s: %w", o.URL, last)
 		}
 	}
 	return nc, nil
-}
-
-// drainNATS drains nc and waits, at most 5 s, until the drain has closed
-// it. nc.Drain returns at once; an all-in-one api shuts its embedded server
-// down next, and a connection still draining then would be cut (and log a
-// disconnect on a clean shutdown).
-func drainNATS(nc *nats.Conn) {
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err != nil {
-		nc.Close()
-		return
-	}
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		nc.Close()
-	}
 }
 
 // refusal says which flags to check when err is one that retrying cannot

@@ -1,4 +1,4 @@
-package backend
+package natsbackend
 
 import (
 	"context"
@@ -9,24 +9,23 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/internal/natstest"
 	"github.com/mcpqueue/mcpqueue/internal/testpki"
 )
 
-// connectWith runs ConnectNATS against srv with auth, within 20 s, and
+// connectWith runs Connect against srv with auth, within 20 s, and
 // reports how long a failure took.
-func connectWith(t *testing.T, srv *natstest.Server, auth NATSAuth) (time.Duration, error) {
+func connectWith(t *testing.T, srv *natstest.Server, auth Auth) (time.Duration, error) {
 	t.Helper()
 	o := natsOptions(t, srv, "memory")
-	o.NATSAuth = auth
+	o.Auth = auth
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	b, err := o.ConnectNATS(ctx, t.Name(), zerolog.Nop())
+	b, err := Connect(ctx, t.Name(), o)
 	if err == nil {
-		b.Close()
+		_ = b.Close()
 	}
 	return time.Since(start), err
 }
@@ -50,21 +49,21 @@ func wantRefused(t *testing.T, took time.Duration, err error, why, flag string) 
 
 // Each way to authenticate against a real server: the right secret
 // connects (streams and buckets made), a wrong one is refused at once.
-func TestNATSAuthentication(t *testing.T) {
+func TestAuthentication(t *testing.T) {
 	t.Parallel()
 	pub, seed := natstest.NKeyUser(t)
 	_, otherSeed := natstest.NKeyUser(t)
 	for _, c := range []struct {
 		name        string
 		server      func(*server.Options)
-		good, wrong NATSAuth
+		good, wrong Auth
 	}{
 		{"user", func(o *server.Options) { o.Users = []*server.User{{Username: "app", Password: "s3cret"}} },
-			NATSAuth{User: "app", Password: "s3cret"}, NATSAuth{User: "app", Password: "guess"}},
+			Auth{User: "app", Password: "s3cret"}, Auth{User: "app", Password: "guess"}},
 		{"token", func(o *server.Options) { o.Authorization = "t0ken" },
-			NATSAuth{Token: "t0ken"}, NATSAuth{Token: "other"}},
+			Auth{Token: "t0ken"}, Auth{Token: "other"}},
 		{"nkey", func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} },
-			NATSAuth{NKey: seed}, NATSAuth{NKey: otherSeed}},
+			Auth{NKey: seed}, Auth{NKey: otherSeed}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -74,7 +73,7 @@ func TestNATSAuthentication(t *testing.T) {
 			}
 			took, err := connectWith(t, srv, c.wrong)
 			wantRefused(t, took, err, "Authorization Violation", "--nats-")
-			took, err = connectWith(t, srv, NATSAuth{})
+			took, err = connectWith(t, srv, Auth{})
 			wantRefused(t, took, err, "Authorization Violation", "--nats-")
 		})
 	}
@@ -98,17 +97,17 @@ func TestNATSTLS(t *testing.T) {
 	if !strings.HasPrefix(srv.URL(), "tls://") {
 		t.Fatalf("server URL %s, want tls://", srv.URL())
 	}
-	if _, err := connectWith(t, srv, NATSAuth{TLSCA: ca.CertFile, TLSCert: ccert, TLSKey: ckey}); err != nil {
+	if _, err := connectWith(t, srv, Auth{TLSCA: ca.CertFile, TLSCert: ccert, TLSKey: ckey}); err != nil {
 		t.Fatalf("CA and client certificate: %v", err)
 	}
-	took, err := connectWith(t, srv, NATSAuth{TLSCA: ca.CertFile})
+	took, err := connectWith(t, srv, Auth{TLSCA: ca.CertFile})
 	wantRefused(t, took, err, "tls", "--nats-tls-cert")
-	took, err = connectWith(t, srv, NATSAuth{TLSCert: ccert, TLSKey: ckey})
+	took, err = connectWith(t, srv, Auth{TLSCert: ccert, TLSKey: ckey})
 	wantRefused(t, took, err, "x509: ", "--nats-tls-ca")
 }
 
 // Settings that cannot work are refused before connecting, naming the flag.
-func TestNATSAuthSettings(t *testing.T) {
+func TestAuthSettings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	junk := filepath.Join(dir, "junk")
@@ -116,18 +115,18 @@ func TestNATSAuthSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		auth NATSAuth
+		auth Auth
 		want string
 	}{
-		{NATSAuth{Creds: junk, Token: "t"}, "--nats-creds and --nats-token exclude each other"},
-		{NATSAuth{User: "u", NKey: junk}, "--nats-nkey and --nats-user exclude each other"},
-		{NATSAuth{Password: "p"}, "--nats-password needs --nats-user"},
-		{NATSAuth{Creds: filepath.Join(dir, "missing.creds")}, "--nats-creds: open"},
-		{NATSAuth{Creds: junk}, "--nats-creds " + junk + " holds no user JWT"},
-		{NATSAuth{NKey: junk}, "--nats-nkey " + junk},
-		{NATSAuth{TLSCA: junk}, "--nats-tls-ca " + junk + " holds no PEM certificate"},
-		{NATSAuth{TLSCert: junk}, "--nats-tls-cert and --nats-tls-key go together"},
-		{NATSAuth{TLSCert: junk, TLSKey: junk}, "--nats-tls-cert " + junk},
+		{Auth{Creds: junk, Token: "t"}, "--nats-creds and --nats-token exclude each other"},
+		{Auth{User: "u", NKey: junk}, "--nats-nkey and --nats-user exclude each other"},
+		{Auth{Password: "p"}, "--nats-password needs --nats-user"},
+		{Auth{Creds: filepath.Join(dir, "missing.creds")}, "--nats-creds: open"},
+		{Auth{Creds: junk}, "--nats-creds " + junk + " holds no user JWT"},
+		{Auth{NKey: junk}, "--nats-nkey " + junk},
+		{Auth{TLSCA: junk}, "--nats-tls-ca " + junk + " holds no PEM certificate"},
+		{Auth{TLSCert: junk}, "--nats-tls-cert and --nats-tls-key go together"},
+		{Auth{TLSCert: junk, TLSKey: junk}, "--nats-tls-cert " + junk},
 	} {
 		if _, err := c.auth.options(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want %q", c.auth, err, c.want)

@@ -1,4 +1,4 @@
-package backend
+package cli
 
 import (
 	"bytes"
@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/mcpqueue/mcpqueue/internal/connutil"
 )
 
 // Env binds the flags of one FlagSet to environment variables, strictly:
@@ -28,7 +29,7 @@ import (
 //   - An empty variable counts as unset (compose files pass ${X:-}).
 //
 // Env lives in the FlagSet itself, as the value of its --print-config flag,
-// so every package that registers flags on the same set (backend.Options,
+// so every package that registers flags on the same set (cli.Options,
 // worker.Options, cmd/api) shares one, and no state lives anywhere else.
 type Env struct {
 	fs      *flag.FlagSet
@@ -335,9 +336,6 @@ func (e *Env) printConfig(w io.Writer, set map[string]bool) {
 	_ = tw.Flush()
 }
 
-// urlPassword is the password of user:password@ in a URL.
-var urlPassword = regexp.MustCompile(`(://[^:/@\s,]*:)[^@/\s,]+@`)
-
 // shown is v as --print-config shows it: "" quoted, a secret masked, and
 // the password of any URL in it masked.
 func shown(v string, secret bool) string {
@@ -347,7 +345,7 @@ func shown(v string, secret bool) string {
 	case secret:
 		return "****"
 	}
-	return urlPassword.ReplaceAllString(v, "${1}****@")
+	return connutil.Redact(v)
 }
 
 // boolValue is a flag.Value for a strict boolean: true, false, 1 or 0.
@@ -377,7 +375,7 @@ func parseBool(s string) (bool, error) {
 // listValue is a flag.Value for a comma-separated list.
 type listValue struct{ p *[]string }
 
-func (l *listValue) Set(s string) error { *l.p = SplitList(s); return nil }
+func (l *listValue) Set(s string) error { *l.p = connutil.SplitList(s); return nil }
 func (l *listValue) String() string {
 	if l == nil || l.p == nil {
 		return ""

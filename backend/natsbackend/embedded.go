@@ -1,4 +1,4 @@
-package backend
+package natsbackend
 
 import (
 	"net/url"
@@ -15,14 +15,14 @@ const EmbeddedNKeyFile = "nats.nk"
 
 // embeddedKey is the seed file of the all-in-one api's embedded NATS that a
 // process reaching NATS with no credentials of its own authenticates with:
-// <data-dir>/nats.nk, if it exists and every URL of o.NATSURL is on
+// <data-dir>/nats.nk, if it exists and every URL of o.URL is on
 // loopback, where that api listens by default ("" otherwise).
 func (o *Options) embeddedKey() string {
-	a := o.NATSAuth
-	if o.DataDir == "" || a.Creds != "" || a.NKey != "" || a.User != "" || a.Token != "" || o.NATSURL == "" {
+	a := o.Auth
+	if o.DataDir == "" || a.Creds != "" || a.NKey != "" || a.User != "" || a.Token != "" || o.URL == "" {
 		return ""
 	}
-	for _, s := range strings.Split(o.NATSURL, ",") {
+	for _, s := range strings.Split(o.URL, ",") {
 		s = strings.TrimSpace(s)
 		if !strings.Contains(s, "://") {
 			s = "nats://" + s

@@ -1,4 +1,4 @@
-package backend
+package cli
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/mcpqueue/mcpqueue/backend"
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
@@ -43,10 +44,10 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 	case "otlp":
 		exp, err = otlptracehttp.New(ctx)
 	default:
-		return nil, nil, fmt.Errorf("backend: unknown --otel-exporter %q (use none, stdout or otlp)", o.OTelExporter)
+		return nil, nil, fmt.Errorf("cli: unknown --otel-exporter %q (use none, stdout or otlp)", o.OTelExporter)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("backend: --otel-exporter %s: %w", o.OTelExporter, err)
+		return nil, nil, fmt.Errorf("cli: --otel-exporter %s: %w", o.OTelExporter, err)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(attribute.String("service.name", "mcpqueue-"+service)),
@@ -54,7 +55,7 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 		resource.WithTelemetrySDK(),
 	)
 	if err != nil && res == nil {
-		return nil, nil, fmt.Errorf("backend: trace resource: %w", err)
+		return nil, nil, fmt.Errorf("cli: trace resource: %w", err)
 	}
 	p := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return p, p.Shutdown, nil
@@ -64,7 +65,7 @@ func (o *Options) TracerProvider(ctx context.Context, service string) (tp trace.
 // and baggage) the process's OpenTelemetry globals, so that handler code
 // using otel.Tracer, and instrumented clients (otelhttp and the like) that
 // read the global propagator, join the task's trace and pass it on.
-// worker.Run and api call it with the provider of TracerProvider; a
+// worker.Main and api call it with the provider of TracerProvider; a
 // program with an OpenTelemetry setup of its own need not.
 func SetGlobalTracing(tp trace.TracerProvider) {
 	otel.SetTracerProvider(tp)
@@ -72,18 +73,18 @@ func SetGlobalTracing(tp trace.TracerProvider) {
 }
 
 // Telemetry is the telemetry of a process on b: metrics in reg, spans from
-// tp, the messaging attributes of b's broker.
-func (b *Backend) Telemetry(reg prometheus.Registerer, tp trace.TracerProvider) *telemetry.Telemetry {
+// tp, the messaging attributes of b's broker (b.Messaging).
+func Telemetry(b *backend.Backend, reg prometheus.Registerer, tp trace.TracerProvider) *telemetry.Telemetry {
 	var dest func(kind, tool string) string
-	if b.destination != nil {
-		dest = func(kind, tool string) string { return b.destination((&broker.Job{Kind: kind, Tool: tool}).Route()) }
+	if d := b.Messaging.Destination; d != nil {
+		dest = func(kind, tool string) string { return d((&broker.Job{Kind: kind, Tool: tool}).Route()) }
 	}
-	return telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp, MessagingSystem: b.system, Destination: dest})
+	return telemetry.New(&telemetry.Config{Registerer: reg, TracerProvider: tp, MessagingSystem: b.Messaging.System, Destination: dest})
 }
 
 // QueueDepth reads the depth of b's queue for telemetry.WatchQueue; it is
 // nil when the broker cannot tell (its Queue is no broker.Depth).
-func (b *Backend) QueueDepth() telemetry.DepthFunc {
+func QueueDepth(b *backend.Backend) telemetry.DepthFunc {
 	d, ok := b.Queue.(broker.Depth)
 	if !ok {
 		return nil
@@ -121,7 +122,7 @@ func AdminMux(reg *prometheus.Registry, checks ...telemetry.Check) *http.ServeMu
 
 // Checks are the readiness checks of the backend: the broker answers (when
 // its queue can tell its depth) and the store answers a read.
-func (b *Backend) Checks() []telemetry.Check {
+func Checks(b *backend.Backend) []telemetry.Check {
 	var out []telemetry.Check
 	if d, ok := b.Queue.(broker.Depth); ok {
 		out = append(out, telemetry.Check{Name: "broker", Fn: func(ctx context.Context) error {

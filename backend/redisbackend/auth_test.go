@@ -1,4 +1,4 @@
-package backend
+package redisbackend
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
@@ -24,7 +22,7 @@ func connectRedisWith(t *testing.T, o *Options) error {
 	o.Prefix = redistest.Name(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	b, err := o.ConnectRedis(ctx, t.Name(), zerolog.Nop())
+	b, err := Connect(ctx, t.Name(), o)
 	if err != nil {
 		return err
 	}
@@ -38,21 +36,21 @@ func TestRedisACL(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t, "--user", "default", "off", "--user", "app", "on", ">s3cret", "~*", "&*", "+@all")
 	for _, o := range []*Options{
-		{RedisURL: "redis://app:s3cret@" + s.Addr + "/0"},
-		{RedisURL: "redis://" + s.Addr + "/0", Redis: RedisConn{User: "app", Password: "s3cret"}},
-		{RedisURL: "redis://app:wrong@" + s.Addr + "/0", Redis: RedisConn{Password: "s3cret"}}, // the flag wins
+		{URL: "redis://app:s3cret@" + s.Addr + "/0"},
+		{URL: "redis://" + s.Addr + "/0", User: "app", Password: "s3cret"},
+		{URL: "redis://app:wrong@" + s.Addr + "/0", Password: "s3cret"}, // the flag wins
 	} {
 		if err := connectRedisWith(t, o); err != nil {
-			t.Errorf("%s %+v: %v", o.RedisURL, o.Redis, err)
+			t.Errorf("%s %+v: %v", o.URL, o, err)
 		}
 	}
 	for _, o := range []*Options{
-		{RedisURL: "redis://app:guess@" + s.Addr + "/0"},
-		{RedisURL: "redis://" + s.Addr + "/0"},
+		{URL: "redis://app:guess@" + s.Addr + "/0"},
+		{URL: "redis://" + s.Addr + "/0"},
 	} {
 		err := connectRedisWith(t, o)
 		if err == nil || !strings.Contains(err.Error(), "check --redis-user and --redis-password") {
-			t.Errorf("%s: error %v, want a refusal naming the flags", o.RedisURL, err)
+			t.Errorf("%s: error %v, want a refusal naming the flags", o.URL, err)
 		}
 	}
 }
@@ -67,19 +65,19 @@ func TestRedisTLS(t *testing.T) {
 	ccert, ckey := ca.Client(t, "app")
 	s := redistest.StartTLS(t, cert, key, ca.CertFile)
 	url := "rediss://" + s.Addr + "/0"
-	if err := connectRedisWith(t, &Options{RedisURL: url, Redis: RedisConn{TLSCA: ca.CertFile, TLSCert: ccert, TLSKey: ckey}}); err != nil {
+	if err := connectRedisWith(t, &Options{URL: url, TLSCA: ca.CertFile, TLSCert: ccert, TLSKey: ckey}); err != nil {
 		t.Fatalf("CA and client certificate: %v", err)
 	}
 	for _, c := range []struct {
 		o    *Options
 		want string
 	}{
-		{&Options{RedisURL: url, Redis: RedisConn{TLSCA: ca.CertFile}}, "check --redis-tls-ca, --redis-tls-cert"},
-		{&Options{RedisURL: url, Redis: RedisConn{TLSCert: ccert, TLSKey: ckey}}, "x509: "},
-		{&Options{RedisURL: "redis://" + s.Addr + "/0", Redis: RedisConn{TLSCA: ca.CertFile}}, "--redis-tls-* need a rediss://"},
+		{&Options{URL: url, TLSCA: ca.CertFile}, "check --redis-tls-ca, --redis-tls-cert"},
+		{&Options{URL: url, TLSCert: ccert, TLSKey: ckey}, "x509: "},
+		{&Options{URL: "redis://" + s.Addr + "/0", TLSCA: ca.CertFile}, "--redis-tls-* need a rediss://"},
 	} {
 		if err := connectRedisWith(t, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s %+v: error %v, want %q", c.o.RedisURL, c.o.Redis, err, c.want)
+			t.Errorf("%s %+v: error %v, want %q", c.o.URL, c.o, err, c.want)
 		}
 	}
 }
@@ -92,7 +90,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
 	testenv.Eventually(t, 10*time.Second, "the replica to sync", func() bool { return strings.Contains(replica.Output(), "MASTER <-> REPLICA sync: Finished") })
-	o := &Options{RedisURL: primary.URL(), Redis: RedisConn{WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}}
+	o := &Options{URL: primary.URL(), WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
 	if err := connectRedisWith(t, o); err != nil {
 		t.Fatalf("with a live replica: %v", err)
 	}
@@ -108,7 +106,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	if took := time.Since(start); took < 300*time.Millisecond {
 		t.Errorf("refused after %s, before the timeout", took)
 	}
-	o.Redis.WaitReplicas = 0
+	o.WaitReplicas = 0
 	if err := func() error {
 		_ = replica.Cmd.Process.Signal(syscall.SIGSTOP)
 		defer func() { _ = replica.Cmd.Process.Signal(syscall.SIGCONT) }()
@@ -116,7 +114,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	}(); err != nil {
 		t.Fatalf("without waiting, the stopped replica must not matter: %v", err)
 	}
-	o.Redis.WaitReplicas = 1
+	o.WaitReplicas = 1
 	if err := connectRedisWith(t, o); err != nil {
 		t.Fatalf("with the replica back: %v", err)
 	}
@@ -126,25 +124,26 @@ func TestRedisWaitReplicas(t *testing.T) {
 func TestRedisTarget(t *testing.T) {
 	for _, c := range []struct {
 		url  string
-		conn RedisConn
+		conn Options
 		want string // the target, or the error
 	}{
-		{"redis://127.0.0.1:6379/0", RedisConn{}, "127.0.0.1:6379"},
-		{"redis+sentinel://u:p%40ss@h1:26379,h2:26379/mymaster/2", RedisConn{}, `primary "mymaster" via Sentinel h1:26379,h2:26379 user u pass p@ss db 2`},
-		{"rediss+sentinel://[::1]:26379,h2:26379/m", RedisConn{SentinelPassword: "sp"}, `primary "m" via Sentinel [::1]:26379,h2:26379 user  pass  db 0 tls sentinel-pass sp`},
-		{"redis://:pw@ignored:1/3", RedisConn{Sentinels: "s1:26379, s2:26379", Master: "mm"}, `primary "mm" via Sentinel s1:26379,s2:26379 user  pass pw db 3`},
-		{"redis:///0", RedisConn{Sentinels: "s1:26379,s2:26379", Master: "mymaster", User: "app", Password: "s3"}, `primary "mymaster" via Sentinel s1:26379,s2:26379 user app pass s3 db 0`},
-		{"redis://127.0.0.1:6379/0", RedisConn{Master: "mm"}, "--redis-master \"mm\" needs --redis-sentinels"},
-		{"redis://127.0.0.1:6379/0", RedisConn{Sentinels: "s1:26379"}, "--redis-sentinels needs --redis-master"},
-		{"redis+sentinel://s1:26379/m", RedisConn{Sentinels: "s1:26379"}, "give them once"},
-		{"redis+sentinel://s1:26379", RedisConn{}, "the path must be /master or /master/db"},
-		{"redis+sentinel://s1:26379/m/x", RedisConn{}, `database "x" is not a number`},
-		{"redis+sentinel://s1:26379/m?db=1", RedisConn{}, "no query or fragment"},
-		{"redis+sentinel://u:secret@/m", RedisConn{}, "no Sentinel address"},
-		{"redis://u:secret@h:1/x", RedisConn{}, `"redis://u:****@h:1/x"`},
+		{"redis://127.0.0.1:6379/0", Options{}, "127.0.0.1:6379"},
+		{"redis+sentinel://u:p%40ss@h1:26379,h2:26379/mymaster/2", Options{}, `primary "mymaster" via Sentinel h1:26379,h2:26379 user u pass p@ss db 2`},
+		{"rediss+sentinel://[::1]:26379,h2:26379/m", Options{SentinelPassword: "sp"}, `primary "m" via Sentinel [::1]:26379,h2:26379 user  pass  db 0 tls sentinel-pass sp`},
+		{"redis://:pw@ignored:1/3", Options{Sentinels: []string{"s1:26379", "s2:26379"}, Master: "mm"}, `primary "mm" via Sentinel s1:26379,s2:26379 user  pass pw db 3`},
+		{"redis:///0", Options{Sentinels: []string{"s1:26379", "s2:26379"}, Master: "mymaster", User: "app", Password: "s3"}, `primary "mymaster" via Sentinel s1:26379,s2:26379 user app pass s3 db 0`},
+		{"redis://127.0.0.1:6379/0", Options{Master: "mm"}, "--redis-master \"mm\" needs --redis-sentinels"},
+		{"redis://127.0.0.1:6379/0", Options{Sentinels: []string{"s1:26379"}}, "--redis-sentinels needs --redis-master"},
+		{"redis+sentinel://s1:26379/m", Options{Sentinels: []string{"s1:26379"}}, "give them once"},
+		{"redis+sentinel://s1:26379", Options{}, "the path must be /master or /master/db"},
+		{"redis+sentinel://s1:26379/m/x", Options{}, `database "x" is not a number`},
+		{"redis+sentinel://s1:26379/m?db=1", Options{}, "no query or fragment"},
+		{"redis+sentinel://u:secret@/m", Options{}, "no Sentinel address"},
+		{"redis://u:secret@h:1/x", Options{}, `"redis://u:****@h:1/x"`},
 	} {
-		o := &Options{RedisURL: c.url, Redis: c.conn}
-		tg, err := o.redisTarget()
+		o := c.conn
+		o.URL = c.url
+		tg, err := o.target()
 		got := ""
 		switch {
 		case err != nil:
@@ -162,7 +161,7 @@ func TestRedisTarget(t *testing.T) {
 			got = tg.String()
 		}
 		if !strings.Contains(got, c.want) {
-			t.Errorf("%s %+v: %s, want %s", c.url, c.conn, got, c.want)
+			t.Errorf("%s %+v: %s, want %s", c.url, c.conn.Sentinels, got, c.want)
 		}
 		if strings.Contains(got, "secret") {
 			t.Errorf("%s: the error shows the password: %s", c.url, got)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
+	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 )
 
@@ -40,6 +41,8 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 		_ = rdb.Close()
 		return nil, err
 	}
+	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":", ToolRetention: o.ToolRetention})
+	acfg.Pools = catalogPools{st} // a route's jobs go to the queue of the pool that published it
 	aq := asynqbroker.NewQueue(rdb, acfg)
 	var q broker.Queue = aq
 	if n := o.Redis.WaitReplicas; n > 0 {
@@ -47,7 +50,6 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 		log.Info().Int("replicas", n).Dur("timeout", o.Redis.WaitTimeout).Msg("Redis: a task is acknowledged once its writes are on the replicas (WAIT)")
 	}
 	bus := asynqbroker.NewBus(rdb, acfg)
-	st := redisstate.New(rdb, &redisstate.Config{Prefix: o.Prefix + ":", ToolRetention: o.ToolRetention})
 	log.Info().Stringer("redis", target).Msg("Redis connected")
 	b := &Backend{Queue: q, Bus: bus, Store: st, Catalog: st, system: "redis", destination: aq.QueueName}
 	b.close = []func(){
@@ -59,13 +61,28 @@ func (o *Options) ConnectRedis(ctx context.Context, name string, log zerolog.Log
 	return b, nil
 }
 
-// asynqConfig reads --asynq-queues: every tool has a queue of its own
-// (asynqbroker.QueueName), and the flag weighs them (tool=priority).
+// catalogPools is asynqbroker.Pools on the catalog: the pool a route's
+// entry names ("" for a route not in the catalog).
+type catalogPools struct{ c taskstate.Catalog }
+
+func (p catalogPools) Pool(ctx context.Context, route string) (string, error) {
+	t, err := p.c.Tool(ctx, route)
+	if errors.Is(err, taskstate.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.Pool, nil
+}
+
+// asynqConfig reads --asynq-queues: it weighs the tools' own queues
+// (asynqbroker.QueueName; tool=priority).
 func (o *Options) asynqConfig() (*asynqbroker.Config, error) {
 	c := &asynqbroker.Config{Prefix: o.Prefix, PollInterval: o.AsynqPoll, BusyPollInterval: o.AsynqBusyPoll}
 	if o.AsynqToolQueues != "" {
-		return nil, errors.New("backend: --asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed: every tool has its own queue now, " +
-			"so a slow tool can no longer starve the rest; weigh tools with --asynq-queues tool=priority,…")
+		return nil, errors.New("backend: --asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed: jobs go to the queue of their tool's pool " +
+			"(the workers' --pool), so give a slow tool a pool of its own; weigh tools' own queues with --asynq-queues tool=priority,…")
 	}
 	for _, p := range SplitList(o.AsynqQueues) {
 		k, v, ok := strings.Cut(p, "=")

@@ -42,6 +42,8 @@ type Options struct {
 	// built from one binary can so serve part of its tools, e.g. a GPU pool
 	// the one tool that needs a GPU.
 	Tools []string
+	// Pool is the pool the worker belongs to (see consumer.Config.Pool).
+	Pool string
 	// MCPStdio and MCPConfig name MCP servers whose tools and prompts the
 	// worker relays (--mcp-stdio command lines, an --mcp-config file; see
 	// package bridge).
@@ -67,6 +69,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.Int64(&w.MaxResult, "max-result", "MCPQ_MAX_RESULT", consumer.DefaultMaxResult, "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs)")
 	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
+	e.String(&w.Pool, "pool", "MCPQ_POOL", "default", "the pool this worker belongs to (letters, digits, _ and -): its tools are published with it, and on Asynq their jobs go to the pool's one queue, <prefix>.pool.<pool>, which the worker takes jobs from")
 	w.bridgeFlags(fs, e)
 }
 
@@ -79,6 +82,7 @@ func (w *Options) New(b *backend.Backend, log zerolog.Logger) *consumer.Worker {
 		ShutdownGrace: w.Grace,
 		ParkAfter:     w.ParkAfter, InputTimeout: w.InputTimeout, MaxWaitingInput: w.MaxWaitingInput,
 		TenantShare: w.TenantShare, PrincipalShare: w.PrincipalShare, MaxResult: w.MaxResult,
+		Pool:      w.Pool,
 		Logger:    log,
 		Telemetry: w.Telemetry,
 	})

@@ -108,7 +108,18 @@ type ConsumerOptions struct {
 	// never hands out more than Slots at once. 0 lets the implementation
 	// choose.
 	Slots int
+	// Pool is the pool the consumer's worker belongs to: a queue that keeps
+	// one queue per pool (Asynq) takes the consumer's jobs from that pool's
+	// queue; one that routes by tool alone (JetStream) ignores it. A plain
+	// name (SafeName); "" is DefaultPool.
+	Pool string
 }
+
+// DefaultPool is the pool of a consumer (and a worker) that names none.
+const DefaultPool = "default"
+
+// PoolOf is opts.Pool, or DefaultPool when it is empty.
+func (o ConsumerOptions) PoolOf() string { return cmp.Or(o.Pool, DefaultPool) }
 
 // ToolRoute is one tool a consumer serves and the broker settings of its
 // jobs. Lease and MaxDeliveries are the tool's own (0: the consumer's), not
@@ -140,8 +151,12 @@ func (o ConsumerOptions) Settings(r ToolRoute) (lease time.Duration, maxDeliveri
 }
 
 // CheckRoutes validates opts.Tools: at least one, each named, no name twice,
-// no negative setting. Implementations call it first.
+// no negative setting, and a pool that is "" or a plain name.
+// Implementations call it first.
 func CheckRoutes(opts ConsumerOptions) error {
+	if opts.Pool != "" && !SafeName(opts.Pool) {
+		return fmt.Errorf("broker: consumer: pool %q is not a plain name (letters, digits, _ and -)", opts.Pool)
+	}
 	if len(opts.Tools) == 0 {
 		return errors.New("broker: consumer: no tools (ConsumerOptions.Tools is empty)")
 	}

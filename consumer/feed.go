@@ -83,7 +83,7 @@ func (f *feed) open(routes []broker.ToolRoute) (*generation, error) {
 	}
 	gctx, stop := context.WithCancel(f.ctx)
 	cons, err := f.w.queue.Consumer(gctx, broker.ConsumerOptions{
-		Tools: routes, Lease: f.w.cfg.Lease, Slots: f.w.cfg.Concurrency,
+		Tools: routes, Lease: f.w.cfg.Lease, Slots: f.w.cfg.Concurrency, Pool: f.w.cfg.Pool,
 	})
 	if err != nil {
 		stop()

@@ -76,6 +76,11 @@ type Config struct {
 	// Heartbeat is how often the catalog entries are refreshed. Default 10s
 	// (entries expire after the catalog's TTL without it).
 	Heartbeat time.Duration
+	// Pool is the pool this worker belongs to (a plain name; default
+	// broker.DefaultPool): its catalog entries name it, and a queue with
+	// one queue per pool (Asynq) sends their jobs to that pool's queue,
+	// the one this worker takes jobs from.
+	Pool string
 	// ID names this worker on leases and in logs. Default hostname-pid.
 	ID string
 	// Logger gets the worker's log lines; Slog, when set, instead (each
@@ -151,6 +156,7 @@ func New(b backend.Backend, cfg *Config) *Worker {
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = 10 * time.Second
 	}
+	c.Pool = cmp.Or(c.Pool, broker.DefaultPool)
 	if c.ID == "" {
 		host, _ := os.Hostname()
 		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -347,7 +353,7 @@ func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	step := 2 * w.cfg.Heartbeat
 	live := w.cfg.Now().Truncate(step).Add(2 * step).UTC()
 	for _, t := range mux.Tools() {
-		t.LiveUntil = live
+		t.LiveUntil, t.Pool = live, w.cfg.Pool
 		if err := w.catalog.PublishTool(ctx, &t); err != nil {
 			return err
 		}

@@ -42,7 +42,7 @@ func TestAsynqmonShowsQueues(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &queues); err != nil {
 			return false, "undecodable queue list: " + body
 		}
-		want := s.prefix + ".tool.wait" // asynqbroker.QueueName: the tool's own queue
+		want := s.prefix + ".pool.default" // asynqbroker.PoolQueueName: the worker's pool's queue
 		for _, q := range queues.Queues {
 			if q.Queue == want && q.Active >= 1 {
 				return true, ""
@@ -78,7 +78,7 @@ func TestAsynqmonAuth(t *testing.T) {
 	s.worker(t, "worker")
 	alice := s.token(t, "alice")
 	id := authClient(s.mcpURL, alice).StartTask(t, "wait", map[string]any{"ms": 60000})
-	queue := s.prefix + ".tool.wait"
+	queue := s.prefix + ".pool.default" // the worker's pool's queue
 	active := base + "/asynqmon/api/queues/" + queue + "/active_tasks"
 
 	call := func(method, url, token, origin string) (int, string) {

@@ -120,7 +120,7 @@ func TestSecureRedis(t *testing.T) {
 	harness.WorkerEnv(t, harness.LogDir(t), b.Worker, "worker", env, be, prefix)
 
 	wantSecureTask(t, mcpURL)
-	if body := get(t, strings.TrimSuffix(mcpURL, "/mcp")+"/asynqmon/api/queues"); !strings.Contains(body, prefix+".tool.render_report") {
+	if body := get(t, strings.TrimSuffix(mcpURL, "/mcp")+"/asynqmon/api/queues"); !strings.Contains(body, prefix+".pool.default") {
 		t.Errorf("asynqmon lists no queue of ours: %.300s", body)
 	}
 

@@ -275,6 +275,13 @@ type ToolInfo struct {
 	ResourceName string `json:"resourceName,omitempty"`
 	MimeType     string `json:"mimeType,omitempty"`
 	Size         int64  `json:"size,omitempty"`
+	// Pool is the pool of the workers that publish the entry
+	// (consumer.Config.Pool, a worker's --pool): a queue with one queue
+	// per pool (Asynq) routes the entry's jobs to that pool's queue. When
+	// two pools serve one entry (an overlap, a rolling deploy), the last
+	// refresh names one of them. "": not known (an entry of an older
+	// worker); its jobs go to the route's own queue.
+	Pool string `json:"pool,omitempty"`
 	// LiveUntil is when the entry's workers' heartbeats run out: while it
 	// is in the future some worker serves the tool. Workers refresh it.
 	LiveUntil time.Time `json:"liveUntil,omitzero"`

@@ -61,6 +61,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.Int64(&w.MaxResult, "max-result", "MCPQ_MAX_RESULT", consumer.DefaultMaxResult, "largest result of a task in bytes; a larger one fails the task at once, saying so (results over 256 KiB are kept out of the record, in the store's blobs)")
 	e.String(&w.Admin, "admin", "MCPQ_ADMIN", "", "address for /healthz, /readyz and /metrics, e.g. 127.0.0.1:9091; empty: none (a worker serves none, the api serves them on --listen); the api then serves /metrics only there")
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
+	e.String(&w.Pool, "pool", "MCPQ_POOL", "default", "the pool this worker belongs to (letters, digits, _ and -): its tools are published with it, and on Asynq their jobs go to the pool's one queue, <prefix>.pool.<pool>, which the worker takes jobs from")
 	w.bridgeFlags(fs, e)
 }
 

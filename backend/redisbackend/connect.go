@@ -10,6 +10,7 @@ package redisbackend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/broker/asynqbroker"
 	"github.com/mcpqueue/mcpqueue/internal/slogzero"
+	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/taskstate/redisstate"
 )
 
@@ -93,7 +95,9 @@ func Connect(ctx context.Context, name string, o *Options) (*backend.Backend, er
 		_ = rdb.Close()
 		return nil, err
 	}
+	st := redisstate.New(rdb, &redisstate.Config{Prefix: prefix(o) + ":", ToolRetention: o.ToolRetention})
 	acfg := &asynqbroker.Config{Prefix: o.Prefix, PollInterval: o.PollInterval, BusyPollInterval: o.BusyPollInterval, Priorities: o.Priorities}
+	acfg.Pools = catalogPools{st} // a route's jobs go to the queue of the pool that published it
 	aq := asynqbroker.NewQueue(rdb, acfg)
 	var q broker.Queue = aq
 	if n := o.WaitReplicas; n > 0 {
@@ -101,13 +105,27 @@ func Connect(ctx context.Context, name string, o *Options) (*backend.Backend, er
 		log.Info().Int("replicas", n).Dur("timeout", o.WaitTimeout).Msg("Redis: a task is acknowledged once its writes are on the replicas (WAIT)")
 	}
 	bus := asynqbroker.NewBus(rdb, acfg)
-	st := redisstate.New(rdb, &redisstate.Config{Prefix: prefix(o) + ":", ToolRetention: o.ToolRetention})
 	log.Info().Stringer("redis", target).Msg("Redis connected")
 	b := &backend.Backend{Queue: q, Bus: bus, Store: st, Catalog: st, Messaging: backend.Messaging{System: "redis", Destination: aq.QueueName}}
 	for _, c := range []func() error{rdb.Close, st.Close, bus.Close, aq.Close} {
 		b.OnClose(c) // closed last first: rdb last
 	}
 	return b, nil
+}
+
+// catalogPools is asynqbroker.Pools on the catalog: the pool a route's
+// entry names ("" for a route not in the catalog).
+type catalogPools struct{ c taskstate.Catalog }
+
+func (p catalogPools) Pool(ctx context.Context, route string) (string, error) {
+	t, err := p.c.Tool(ctx, route)
+	if errors.Is(err, taskstate.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.Pool, nil
 }
 
 // prefix is o.Prefix or its default.

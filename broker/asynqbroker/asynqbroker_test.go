@@ -71,6 +71,19 @@ func TestQueueContract(t *testing.T) {
 	}, nil)
 }
 
+// The same suite with a pool for every route: every consumer of the suite
+// (of the default pool) takes jobs from the one queue, and moves those of
+// the routes it does not serve, or has no room for, to their own queues.
+func TestQueueContractPools(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	features := brokertest.Features{Holder: true, Depth: true, Defer: true}
+	brokertest.RunQueue(t, features, func(t *testing.T) broker.Queue {
+		q, _ := newQueue(t, c, &asynqbroker.Config{Pools: onePool(broker.DefaultPool)})
+		return q
+	}, nil)
+}
+
 func newBus(t *testing.T, c redis.UniversalClient, prefix string) *asynqbroker.Bus {
 	b := asynqbroker.NewBus(c, &asynqbroker.Config{BusPrefix: prefix})
 	t.Cleanup(func() { _ = b.Close() })
@@ -307,12 +320,12 @@ func tools(names ...string) []broker.ToolRoute {
 	return out
 }
 
-// Each tool's jobs land in the tool's own queue, and a consumer serving
-// both tools gets jobs from each.
-func TestToolQueues(t *testing.T) {
+// The jobs of the tools of a pool land in the pool's one queue, and a
+// consumer of the pool serving both tools gets jobs of each.
+func TestPoolQueue(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	q, _ := newQueue(t, c, &asynqbroker.Config{Priorities: map[string]int{"render": 6}})
+	q, _ := newQueue(t, c, &asynqbroker.Config{Pools: onePool("p")})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, j := range []*broker.Job{{TaskID: rand.Text(), Tool: "render"}, {TaskID: rand.Text(), Tool: "greet"}} {
@@ -321,13 +334,15 @@ func TestToolQueues(t *testing.T) {
 		}
 	}
 	insp := asynq.NewInspectorFromRedisClient(c)
+	if info, err := insp.GetQueueInfo(q.PoolQueueName("p")); err != nil || info.Pending != 2 {
+		t.Fatalf("queue %s: %+v %v, want 2 pending", q.PoolQueueName("p"), info, err)
+	}
 	for _, tool := range []string{"render", "greet"} {
-		info, err := insp.GetQueueInfo(q.QueueName(tool))
-		if err != nil || info.Pending != 1 {
-			t.Fatalf("queue %s: %+v %v, want 1 pending", q.QueueName(tool), info, err)
+		if info, err := insp.GetQueueInfo(q.QueueName(tool)); err == nil {
+			t.Fatalf("tool %s has a queue of its own: %+v", tool, info)
 		}
 	}
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("render", "greet"), Slots: 2})
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("render", "greet"), Slots: 2, Pool: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +358,89 @@ func TestToolQueues(t *testing.T) {
 		}
 	}
 	if !seen["render"] || !seen["greet"] {
-		t.Fatalf("consumer got %v, want jobs from both queues", seen)
+		t.Fatalf("consumer got %v, want jobs of both tools", seen)
+	}
+}
+
+// A job of a route no pool is known for waits in the route's own queue, and
+// a consumer of any pool that serves the route takes it from there.
+func TestOwnQueueUntilAPoolIsKnown(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	q, _ := newQueue(t, c, &asynqbroker.Config{Pools: asynqbroker.PoolFunc(func(_ context.Context, route string) (string, error) {
+		if route == "unknown" {
+			return "", nil
+		}
+		return "", errors.New("catalog unreachable")
+	})})
+	ctx := t.Context()
+	for _, tool := range []string{"unknown", "unreachable"} {
+		j := &broker.Job{TaskID: rand.Text(), Tool: tool}
+		if err := q.Enqueue(ctx, j); err != nil {
+			t.Fatal(err)
+		}
+		info, err := asynq.NewInspectorFromRedisClient(c).GetTaskInfo(q.QueueName(tool), j.TaskID)
+		if err != nil || info.State != asynq.TaskStatePending {
+			t.Fatalf("job of %s: %+v, %v; want it pending in %s", tool, info, err, q.QueueName(tool))
+		}
+		cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools(tool), Pool: "gpu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := next(t, cons)
+		if d.Job().TaskID != j.TaskID || d.Delivered() != 1 {
+			t.Fatalf("got %s delivery %d, want %s delivery 1", d.Job().TaskID, d.Delivered(), j.TaskID)
+		}
+		if err := d.Ack(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A consumer handed a job of a route it does not serve (the pool was
+// redefined; the catalog named another pool a moment ago) moves it to the
+// route's own queue, where a consumer of the route takes it as its first
+// delivery: nothing is lost, no delivery is used, and the queue holds the
+// job all along.
+func TestMisroutedJobMoves(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	q, _ := newQueue(t, c, &asynqbroker.Config{Pools: onePool("p")})
+	ctx := t.Context()
+	a, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("a"), Pool: "p", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &broker.Job{TaskID: rand.Text(), Tool: "b"}
+	if err := q.Enqueue(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	insp := asynq.NewInspectorFromRedisClient(c)
+	testenv.Eventually(t, 10*time.Second, "the job to move to b's own queue", func() bool {
+		info, err := insp.GetTaskInfo(q.QueueName("b"), j.TaskID)
+		return err == nil && info.State == asynq.TaskStatePending
+	})
+	if held, err := q.Holds(ctx, "b", j.TaskID, j.TaskID); err != nil || !held {
+		t.Fatalf("Holds of the moved job = %v, %v; want true", held, err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the pool's copy to say where it went", func() bool {
+		info, err := insp.GetTaskInfo(q.PoolQueueName("p"), j.TaskID)
+		return err == nil && info.State == asynq.TaskStateCompleted && strings.HasPrefix(string(info.Result), "moved to "+q.QueueName("b"))
+	})
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if d, err := a.Next(short); err == nil {
+		t.Fatalf("a's consumer was handed %s of %s", d.Job().TaskID, d.Job().Tool)
+	}
+	b, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("b"), Pool: "q", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := next(t, b)
+	if d.Job().TaskID != j.TaskID || d.Delivered() != 1 {
+		t.Fatalf("b's consumer got %s delivery %d, want %s delivery 1", d.Job().TaskID, d.Delivered(), j.TaskID)
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package asynqbroker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,54 +16,14 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 )
 
-// Consumer starts the Asynq servers that feed Next from the queues of
-// opts.Tools. It runs until ctx ends or the Queue is closed.
+// Consumer starts the Asynq servers that feed Next from the queue of
+// opts.Pool and the own queues of opts.Tools. It runs until ctx ends or the
+// Queue is closed.
 func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (broker.Consumer, error) {
 	if err := broker.CheckRoutes(opts); err != nil {
 		return nil, fmt.Errorf("asynqbroker: %w", err)
 	}
-	c := &consumer{
-		cfg:      q.cfg,
-		lease:    opts.Lease,
-		max:      opts.MaxDeliveries,
-		routes:   map[string]broker.ToolRoute{},
-		handoff:  make(chan *delivery),
-		stopping: make(chan struct{}),
-		abort:    make(chan struct{}),
-		done:     make(chan struct{}),
-	}
-	if c.lease <= 0 {
-		c.lease = 30 * time.Second
-	}
-	switch {
-	case c.max == 0:
-		c.max = 5
-	case c.max < 0:
-		c.max = math.MaxInt
-	}
-	slots := opts.Slots
-	if slots <= 0 {
-		slots = q.cfg.Concurrency
-	}
-	// The tools without a MaxConcurrency share a lane of all the slots;
-	// each capped tool has a lane whose server takes at most its bound.
-	shared := &lane{c: c, queues: map[string]int{}, conc: slots}
-	queues := make([]string, 0, len(opts.Tools))
-	for _, r := range opts.Tools {
-		c.routes[r.Tool] = r
-		name, prio := q.QueueName(r.Tool), q.cfg.priority(r.Tool)
-		queues = append(queues, name)
-		if r.MaxConcurrency > 0 {
-			c.lanes = append(c.lanes, &lane{c: c, queues: map[string]int{name: prio}, conc: min(r.MaxConcurrency, slots)})
-			continue
-		}
-		shared.queues[name] = prio
-	}
-	if len(shared.queues) > 0 {
-		c.lanes = append([]*lane{shared}, c.lanes...)
-	}
-	poll := c.cfg.PollInterval
-	c.rdb = newSieve(q.rdb, queues, min(c.cfg.BusyPollInterval, poll)/2, poll/2)
+	c := newConsumer(q, opts)
 	for _, l := range c.lanes {
 		l.wake, l.retired = make(chan struct{}, 1), map[*server]struct{}{}
 		l.cur = l.newServer(false)
@@ -156,15 +117,63 @@ func retryDelay(_ int, err error, _ *asynq.Task) time.Duration {
 // a worker deferring it, is not a delivery.
 func isFailure(err error) bool {
 	var d *deferError
-	return !errors.Is(err, errGiveBack) && !errors.Is(err, errNoTaker) && !errors.As(err, &d)
+	return !errors.Is(err, errGiveBack) && !errors.Is(err, errNoTaker) && !errors.Is(err, errMoveFailed) && !errors.As(err, &d)
+}
+
+// newConsumer lays out the consumer of opts: its lanes, its sieve and its
+// routes' caps. The lanes' servers are not made yet.
+func newConsumer(q *Queue, opts broker.ConsumerOptions) *consumer {
+	c := &consumer{
+		q:        q,
+		cfg:      q.cfg,
+		lease:    cmp.Or(max(opts.Lease, 0), 30*time.Second),
+		max:      opts.MaxDeliveries,
+		routes:   map[string]broker.ToolRoute{},
+		caps:     map[string]chan struct{}{},
+		handoff:  make(chan *delivery),
+		stopping: make(chan struct{}),
+		abort:    make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	switch {
+	case c.max == 0:
+		c.max = 5
+	case c.max < 0:
+		c.max = math.MaxInt
+	}
+	slots := cmp.Or(max(opts.Slots, 0), q.cfg.Concurrency)
+	// The shared lane, of all the slots, takes from the pool's queue (every
+	// route's jobs, the capped ones' while they have room) and from the own
+	// queues of the routes without a MaxConcurrency; each capped route has
+	// a lane of its bound on its own queue.
+	pool := q.PoolQueueName(opts.PoolOf())
+	c.lanes = []*lane{{c: c, queues: map[string]int{pool: 1}, conc: slots}}
+	own := make([]string, 0, len(opts.Tools))
+	for _, r := range opts.Tools {
+		c.routes[r.Tool] = r
+		name, prio := q.QueueName(r.Tool), q.cfg.priority(r.Tool)
+		own = append(own, name)
+		if r.MaxConcurrency > 0 {
+			bound := min(r.MaxConcurrency, slots)
+			c.caps[r.Tool] = make(chan struct{}, bound)
+			c.lanes = append(c.lanes, &lane{c: c, queues: map[string]int{name: prio}, conc: bound, route: r.Tool})
+			continue
+		}
+		c.lanes[0].queues[name] = prio
+	}
+	poll := c.cfg.PollInterval
+	c.rdb = newSieve(q.rdb, own, []string{pool}, poll/2)
+	return c
 }
 
 type consumer struct {
+	q        *Queue
 	cfg      Config
 	rdb      *sieve        // what its Asynq servers talk to Redis through
 	lease    time.Duration // for tools that set none
 	max      int           // for tools that set none
 	routes   map[string]broker.ToolRoute
+	caps     map[string]chan struct{} // capped route → a token per delivery out
 	lanes    []*lane
 	handoff  chan *delivery // unbuffered: a job is in exactly one place
 	stopping chan struct{}  // closed when shutdown starts
@@ -197,6 +206,7 @@ type lane struct {
 	c       *consumer
 	queues  map[string]int // queue → priority
 	conc    int
+	route   string        // the capped route whose own queue this is; "": the shared lane
 	lastOut atomic.Int64  // unix ns of the last hand-out
 	wake    chan struct{} // cap 1: pace has something to look at
 
@@ -370,8 +380,60 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 }
 
 // process is the asynq handler of lane l: it hands the task to a Next
-// caller and returns the worker's verdict.
+// caller and returns the worker's verdict. A job of a route the consumer
+// does not serve, or of a capped route with no room left, moves to the
+// route's own queue instead (see "Pools" in the package documentation).
 func (c *consumer) process(ctx context.Context, l *lane, t *asynq.Task) error {
+	route := t.Type()
+	if _, ok := c.routes[route]; !ok {
+		return c.move(ctx, t, "not served by this consumer")
+	}
+	if slot, capped := c.caps[route]; capped {
+		if l.route == "" {
+			select {
+			case slot <- struct{}{}: // room: the shared lane hands it out
+			default:
+				return c.move(ctx, t, "its MaxConcurrency is reached here")
+			}
+		} else {
+			// The route's own lane holds at most its bound of jobs, but
+			// the shared lane may hold tokens: wait for one.
+			select {
+			case slot <- struct{}{}:
+			case <-c.stopping:
+				return errGiveBack
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		defer func() { <-slot }()
+	}
+	return c.handOut(ctx, l, t)
+}
+
+// errMoveFailed returns a job that could not be moved to its route's own
+// queue; like a give-back it is no delivery.
+var errMoveFailed = errors.New("asynqbroker: moving the job to its route's own queue failed")
+
+// move puts t on its route's own queue, under the same id, and lets it go
+// from the queue it came from: the handler returns nil (Asynq keeps it
+// there as completed, its result saying where it went). No delivery is
+// counted: the copy starts afresh.
+func (c *consumer) move(ctx context.Context, t *asynq.Task, why string) error {
+	queue := c.q.QueueName(t.Type())
+	id, _ := asynq.GetTaskID(ctx)
+	if err := c.q.put(ctx, queue, t.Type(), id, t.Payload()); err != nil {
+		return fmt.Errorf("%w: %w", errMoveFailed, err)
+	}
+	c.rdb.added(queue)
+	if w := t.ResultWriter(); w != nil {
+		_, _ = w.Write([]byte("moved to " + queue + ": " + why))
+	}
+	return nil
+}
+
+// handOut passes t to a Next caller and waits for its verdict.
+func (c *consumer) handOut(ctx context.Context, l *lane, t *asynq.Task) error {
 	lease, max := c.settings(t.Type())
 	retried, _ := asynq.GetRetryCount(ctx)
 	attempt := retried + 1

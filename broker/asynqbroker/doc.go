@@ -3,15 +3,35 @@
 //
 // # Names and routing
 //
-// Every name derives from Config.Prefix (default "mcpq"): each tool has an
-// Asynq queue of its own, <prefix>.tool.<tool> (QueueName), whose pending
-// jobs are the Redis list asynq:{<prefix>.tool.<tool>}:pending; the bus
-// channels start with <prefix>:bus. A consumer's Asynq servers take jobs
-// from the queues of the tools it serves and from no other, so a job only
-// ever reaches a worker that has its handler, and a tool's jobs wait in its
-// queue while no worker serves it. Config.Priorities weighs the queues
-// against each other (Asynq priorities: a queue of priority 6 is served six
-// times as often as one of priority 1 when both have jobs).
+// Every name derives from Config.Prefix (default "mcpq"). Each pool of
+// workers has one Asynq queue, <prefix>.pool.<pool> (PoolQueueName), whose
+// pending jobs are the Redis list asynq:{<prefix>.pool.<pool>}:pending: the
+// list an autoscaler of the pool watches. Enqueue asks Config.Pools (the
+// catalog: the pool its workers published a route with) which pool serves
+// the job's route and puts the job on that pool's queue; a route no pool is
+// known for goes to the route's own queue, <prefix>.tool.<route>
+// (QueueName). A consumer (ConsumerOptions.Pool, default
+// broker.DefaultPool) takes jobs from its pool's queue with Asynq's own
+// dequeue, one per job, and from the own queues of the routes it serves,
+// which it looks at about twice per PollInterval (see "Many tools"); so a
+// job only ever runs on a worker that has its handler, and a route's jobs
+// wait while no worker serves it. The bus channels start with <prefix>:bus.
+//
+// # Pools
+//
+// A consumer handed a job of a route it does not serve (a pool redefined,
+// a catalog entry naming the other of two pools that served the route a
+// moment ago, a worker of the pool that serves fewer tools) moves it to the
+// route's own queue: the same Asynq task id and payload there, and the
+// copy it came from completes with the result "moved to <queue>: <why>"
+// (asynqmon shows it). A job of a route with a MaxConcurrency the consumer
+// has no room for moves the same way; the route's own lane (below) takes
+// it from there at its bound. A move is not a delivery: the copy is
+// delivered first as if new, and the task record's attempt does not change
+// (the worker never saw the job). Jobs left in the queue of a pool that no
+// longer serves their route and has no worker are not held (Holds asks the
+// route's own queue and its pool's now), so the reaper republishes them to
+// the pool that does.
 //
 // # Jobs
 //
@@ -27,8 +47,12 @@
 // is pulled: Next hands out one job per free worker slot. A Consumer runs an
 // asynq.Server (one at a time taking jobs; see Busy and idle) with
 // Concurrency = its slots (ConsumerOptions.Slots, else Config.Concurrency)
-// for the tools without a MaxConcurrency, and one per tool with a
-// MaxConcurrency (Concurrency = that bound), each one a lane. Every lane's
+// on its pool's queue and the own queues of the tools without a
+// MaxConcurrency, and one per tool with a MaxConcurrency (Concurrency = that
+// bound) on the tool's own queue, each one a lane. A capped tool's
+// deliveries share its bound across the lanes: the shared lane hands out a
+// job of the tool from the pool's queue while there is room, else moves it
+// to the tool's own queue. Every lane's
 // handler passes the delivery to a Next caller over one unbuffered channel —
 // so a job either comes out of a Next or stays with the handler for the
 // following one, even when that Next's ctx ends at the same moment. A server
@@ -70,14 +94,15 @@
 //
 // Asynq's processor looks for a job by running its dequeue script on each of
 // a server's queues in turn, one round trip per queue, and its forwarder runs
-// two scripts per queue every PollInterval, so with a queue per tool a job
-// would cost a round trip per tool the consumer serves. A consumer's servers
-// therefore talk to Redis through a sieve: it reads the length of every one
-// of the consumer's pending lists in one pipelined call (at most once per
-// half the shortest poll) and the earliest entry of every scheduled and retry
-// set (once per half PollInterval), and answers those scripts itself for the
-// queues with nothing for them. A job that lands in a list the sieve has just
-// seen empty waits at most that half poll longer. See sieve.go.
+// two scripts per queue every PollInterval. The jobs of all of a pool's tools
+// are in one queue, so a job costs one dequeue; the tools' own queues are
+// there for the few jobs that go there (no pool known yet, a move), and a
+// consumer's servers talk to Redis through a sieve: it reads the length of
+// every own queue's pending list in one pipelined call (at most once per half
+// PollInterval) and the earliest entry of every scheduled and retry set (the
+// pool queue's too, as often), and answers those scripts itself for the
+// queues with nothing for them. A job that lands in an own queue the sieve
+// has just seen empty waits at most that half poll longer. See sieve.go.
 //
 // # Leases and crash recovery
 //

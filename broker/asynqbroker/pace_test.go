@@ -1,6 +1,7 @@
 package asynqbroker_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 		PollInterval:     poll,
 		BusyPollInterval: 2 * time.Millisecond,
 		BusyFor:          300 * time.Millisecond,
+		Pools:            onePool(broker.DefaultPool),
 	})
 	ctx := t.Context()
 	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools("t"), Lease: time.Minute, Slots: 2})
@@ -55,34 +57,44 @@ func TestBusyConsumerTakesJobsAtOnce(t *testing.T) {
 	run(n + 1) // and still takes jobs
 }
 
-// A consumer of many tools pays for a job about one dequeue on Redis, not
-// one per tool: Asynq's processor runs its dequeue script on every queue in
-// turn until one has a job, and the sieve answers for the empty ones.
+// A consumer of many tools pays for a job one dequeue on Redis, on its
+// pool's queue, not one per tool: Asynq's processor runs its dequeue script
+// on every queue in turn until one has a job, and the sieve answers for the
+// tools' own queues, empty here, from a look at their lengths it takes at
+// most once per half PollInterval.
 func TestSieveSavesRoundTrips(t *testing.T) {
 	t.Parallel()
-	q, _ := newQueue(t, redistest.Client(t), &asynqbroker.Config{BusyPollInterval: 2 * time.Millisecond})
+	q, _ := newQueue(t, redistest.Client(t), &asynqbroker.Config{BusyPollInterval: 2 * time.Millisecond, Pools: onePool("p")})
 	ctx := t.Context()
 	const nTools, n = 40, 10
 	var names []string
 	for i := range nTools {
 		names = append(names, fmt.Sprintf("t%02d", i))
 	}
-	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools(names...), Lease: time.Minute, Slots: 2})
+	start := time.Now()
+	cons, err := q.Consumer(ctx, broker.ConsumerOptions{Tools: tools(names...), Lease: time.Minute, Slots: 2, Pool: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
 		enqueueTake(t, q, cons, &broker.Job{TaskID: fmt.Sprintf("SIEVE%021d", i), Tool: names[(i*7)%nTools]})
 	}
-	run, answered := asynqbroker.Dequeues(cons)
-	// Each job is one dequeue that finds it; a look at the lists may
-	// precede by a moment a job still being enqueued, or a paced server's
-	// last dequeue, so allow a few more. Without the sieve a job costs
-	// about nTools/2 dequeues, and every empty poll nTools.
-	if run < n || run > 3*n || answered < n*nTools/4 {
-		t.Fatalf("%d jobs of a consumer of %d tools: %d dequeue scripts run on Redis, %d answered by the sieve; want %d to %d run, at least %d answered",
-			n, nTools, run, answered, n, 3*n, n*nTools/4)
+	st := asynqbroker.Sieve(cons)
+	took := time.Since(start)
+	// Every dequeue that found a job ran on the pool's queue; the own
+	// queues were never asked (their lists stayed empty), and looked at at
+	// most once per half poll. Without the sieve every poll costs nTools
+	// dequeues.
+	maxLooks := int64(took/(pollInterval/2)) + 2
+	if st.Pool < n || st.Sieved != 0 || st.Looks > maxLooks || st.Answered < nTools {
+		t.Fatalf("%d jobs of a consumer of %d tools in %s: %+v; want ≥ %d dequeues on the pool's queue, none on the own queues, ≤ %d looks, the own queues answered by the sieve at least at one empty poll (%d)",
+			n, nTools, took, st, n, maxLooks, nTools)
 	}
+}
+
+// onePool names pool as every route's.
+func onePool(pool string) asynqbroker.Pools {
+	return asynqbroker.PoolFunc(func(context.Context, string) (string, error) { return pool, nil })
 }
 
 // enqueueTake enqueues job, takes it from cons and acks it.

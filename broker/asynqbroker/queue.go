@@ -21,10 +21,18 @@ type Config struct {
 	// Prefix is what every queue and channel name derives from (see
 	// QueueName). Default "mcpq".
 	Prefix string
-	// Priorities weigh tools' queues against each other (tool → Asynq
-	// priority, at least 1): a consumer serving several tools takes from
-	// a queue of priority 6 six times as often as from one of priority 1
-	// while both have jobs. Tools not listed have priority 1.
+	// Pools tells Enqueue (and Holds) which pool serves a route: its jobs
+	// go to that pool's queue (PoolQueueName), the one every consumer of
+	// the pool takes jobs from. A route it names no pool for ("", an
+	// error, or a nil Pools) has its jobs put on the route's own queue
+	// (QueueName), which every consumer of the route also looks at, less
+	// often. backend wires the catalog here (taskstate.ToolInfo.Pool).
+	Pools Pools
+	// Priorities weigh the routes' own queues against each other (tool →
+	// Asynq priority, at least 1): a consumer serving several tools takes
+	// from a queue of priority 6 six times as often as from one of
+	// priority 1 while both have jobs. Tools not listed have priority 1.
+	// A pool's queue is one list in arrival order: it has no priorities.
 	Priorities map[string]int
 	// Concurrency is how many jobs one Consumer takes from Asynq at once
 	// (the Asynq server's concurrency) when ConsumerOptions.Slots is 0.
@@ -71,15 +79,33 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// QueueName is the Asynq queue of a tool's jobs: <prefix>.tool.<tool>
-// ("" prefix is "mcpq"). Its pending jobs are the Redis list
-// asynq:{<queue>}:pending, which an autoscaler of the tool's pool reads.
+// QueueName is the route's own Asynq queue: <prefix>.tool.<tool> ("" prefix
+// is "mcpq"). It holds the jobs of a route no pool is known for yet (queued
+// before any worker served it), and those a consumer was handed but does
+// not serve or has no room for (see "Pools" in the package documentation).
 func QueueName(prefix, tool string) string {
-	if prefix == "" {
-		prefix = "mcpq"
-	}
-	return prefix + ".tool." + tool
+	return cmp.Or(prefix, "mcpq") + ".tool." + tool
 }
+
+// PoolQueueName is the Asynq queue of a pool's jobs: <prefix>.pool.<pool>
+// ("" prefix is "mcpq", "" pool broker.DefaultPool). Its pending jobs are
+// the Redis list asynq:{<queue>}:pending, which an autoscaler of the pool
+// reads.
+func PoolQueueName(prefix, pool string) string {
+	return cmp.Or(prefix, "mcpq") + ".pool." + cmp.Or(pool, broker.DefaultPool)
+}
+
+// Pools finds the pool that serves a route (Config.Pools).
+type Pools interface {
+	// Pool is the pool whose workers serve route, "" if none is known.
+	Pool(ctx context.Context, route string) (string, error)
+}
+
+// PoolFunc adapts a function to Pools.
+type PoolFunc func(ctx context.Context, route string) (string, error)
+
+// Pool calls f.
+func (f PoolFunc) Pool(ctx context.Context, route string) (string, error) { return f(ctx, route) }
 
 func (c *Config) withDefaults() Config {
 	var out Config
@@ -136,8 +162,23 @@ func NewQueue(rdb redis.UniversalClient, cfg *Config) *Queue {
 	}
 }
 
-// QueueName is the Asynq queue of tool's jobs.
+// QueueName is the route's own queue (QueueName).
 func (q *Queue) QueueName(tool string) string { return QueueName(q.cfg.Prefix, tool) }
+
+// PoolQueueName is the pool's queue (PoolQueueName).
+func (q *Queue) PoolQueueName(pool string) string { return PoolQueueName(q.cfg.Prefix, pool) }
+
+// queueOf is the queue a job of route goes to: its pool's when Config.Pools
+// names one, else the route's own. A pool that is no plain name (SafeName)
+// is not trusted with a queue name.
+func (q *Queue) queueOf(ctx context.Context, route string) string {
+	if q.cfg.Pools != nil {
+		if pool, err := q.cfg.Pools.Pool(ctx, route); err == nil && broker.SafeName(pool) {
+			return q.PoolQueueName(pool)
+		}
+	}
+	return q.QueueName(route)
+}
 
 // Close stops every consumer of q, as if their ctx had ended, and returns
 // once they have shut down.
@@ -155,16 +196,27 @@ func (q *Queue) Close() error {
 	return nil
 }
 
-// Enqueue adds the job to its tool's queue, or does nothing if a job with
-// its dedupe key is there.
+// Enqueue adds the job to the queue of the pool that serves its route (or
+// to the route's own queue), or does nothing if a job with its dedupe key
+// is there.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	b, err := broker.EncodeJob(job)
 	if err != nil {
 		return fmt.Errorf("asynqbroker: %w", err)
 	}
-	_, err = q.client.EnqueueContext(ctx, asynq.NewTask(job.Route(), b),
-		asynq.TaskID(job.DedupeKey()),
-		asynq.Queue(q.QueueName(job.Route())),
+	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b); err != nil {
+		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
+	}
+	return nil
+}
+
+// put enqueues the job payload of route under id on queue: nil also when
+// the queue holds the id already (pending, running, retrying, or done within
+// the dedupe window).
+func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte) error {
+	_, err := q.client.EnqueueContext(ctx, asynq.NewTask(route, payload),
+		asynq.TaskID(id),
+		asynq.Queue(queue),
 		asynq.MaxRetry(q.cfg.MaxDeliveries-1),
 		asynq.Retention(q.cfg.Dedupe),
 		asynq.Timeout(q.cfg.Timeout),
@@ -172,26 +224,31 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil // already enqueued (or running, or recently done)
 	}
-	if err != nil {
-		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
-	}
-	return nil
+	return err
 }
 
 // Holds implements broker.Holder with the inspector: a job is held while
-// Asynq has it pending, scheduled, retrying or active; completed (kept for
-// the dedupe window) and archived jobs are not.
-func (q *Queue) Holds(ctx context.Context, tool, _, dedupe string) (bool, error) {
-	info, err := q.inspector.GetTaskInfo(q.QueueName(tool), dedupe)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
-		return false, nil
+// Asynq has it pending, scheduled, retrying or active, in the route's own
+// queue or in the queue of the pool that serves the route now; completed
+// (kept for the dedupe window, or moved on to another queue) and archived
+// jobs are not. A job left in the queue of a pool that no longer serves the
+// route is not held either, so the reaper republishes it where it runs.
+func (q *Queue) Holds(ctx context.Context, route, _, dedupe string) (bool, error) {
+	queues := []string{q.QueueName(route)}
+	if pq := q.queueOf(ctx, route); pq != queues[0] {
+		queues = append(queues, pq)
 	}
-	if err != nil {
-		return false, fmt.Errorf("asynqbroker: holds %s: %w", dedupe, err)
+	for _, queue := range queues {
+		info, err := q.inspector.GetTaskInfo(queue, dedupe)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("asynqbroker: holds %s: %w", dedupe, err)
+		}
+		if info.State != asynq.TaskStateCompleted && info.State != asynq.TaskStateArchived {
+			return true, nil
+		}
 	}
-	switch info.State {
-	case asynq.TaskStateCompleted, asynq.TaskStateArchived:
-		return false, nil
-	}
-	return true, nil
+	return false, nil
 }

@@ -12,55 +12,78 @@ import (
 )
 
 // sieve is the Redis client of a consumer's Asynq servers. It answers the
-// two scripts Asynq runs once per queue without a round trip for the queues
-// it knows have nothing for them, so that what a job costs does not grow
-// with the number of tools a consumer serves:
+// scripts Asynq runs once per queue without a round trip for the routes' own
+// queues while it knows they have nothing, so that what a job costs does not
+// grow with the number of tools a consumer serves (their jobs are in the
+// pool's queue, whose scripts always run):
 //
 //   - The processor looks for a job by running its dequeue script on each
 //     queue in turn (rdb.Dequeue: one EVALSHA per queue until one yields a
-//     job). The sieve reads the length of every pending list in one
-//     pipelined call, at most once per fresh, and answers "nothing" itself
-//     for a queue whose list was empty then. A queue it saw with jobs gets
+//     job). The sieve reads the length of every own queue's pending list in
+//     one pipelined call, at most once per fresh, and answers "nothing"
+//     itself for a list that was empty then. A list it saw with jobs gets
 //     the real script until that script finds the list empty.
 //   - The forwarder moves due retries and scheduled jobs back to their
 //     queue with one script per queue and set (scheduled, retry) every
-//     PollInterval. The sieve reads each set's earliest entry in one
-//     pipelined call, at most once per PollInterval/2, and answers "moved
-//     none" itself for a set with no entry due.
+//     PollInterval. The sieve reads each set's earliest entry (the pool
+//     queue's too) in one pipelined call, at most once per fresh, and
+//     answers "moved none" itself for a set with no entry due.
 //
-// A job that arrives in a list the sieve saw empty waits at most fresh
-// longer than it would have: fresh is half the shortest sleep of Asynq's
-// processor between two looks, so each look after a sleep reads the lists
-// anew. Everything else passes through to the client unchanged. The sieve
-// knows the scripts by their keys (asynq v0.26: dequeue's are a queue's
-// pending, paused, active and lease keys; forward's a scheduled or retry
-// set and the pending list); a script it does not recognise is run as is,
-// so a change in Asynq costs the round trips again, never a job
+// fresh is half the idle poll: a job that lands in an own queue waits at
+// most about a poll for the sieve to see it, the price of a route whose
+// pool is not known yet (or of a move), while the pool's queue is served at
+// Asynq's own pace. Everything else passes through to the client unchanged.
+// The sieve knows the scripts by their keys (asynq v0.26: dequeue's are a
+// queue's pending, paused, active and lease keys; forward's a scheduled or
+// retry set and the pending list); a script it does not recognise is run
+// as is, so a change in Asynq costs the round trips again, never a job
 // (TestSieveSavesRoundTrips notices).
 type sieve struct {
 	redis.UniversalClient
-	fresh, freshDelayed time.Duration
+	fresh time.Duration
 
 	mu        sync.Mutex
 	lookedAt  time.Time
-	pending   map[string]int64 // pending list → jobs seen in it (an upper bound)
+	pending   map[string]int64 // own queue's pending list → jobs seen in it (an upper bound)
 	delayedAt time.Time
 	due       map[string]float64 // scheduled or retry set → earliest score (unix s; +Inf: empty)
-	answered  int64              // dequeue scripts answered without a round trip
-	dequeues  int64              // dequeue scripts run
+	stats     sieveStats
 }
 
-func newSieve(rdb redis.UniversalClient, queues []string, fresh, freshDelayed time.Duration) *sieve {
-	s := &sieve{
-		UniversalClient: rdb, fresh: fresh, freshDelayed: freshDelayed,
-		pending: map[string]int64{}, due: map[string]float64{},
-	}
-	for _, q := range queues {
+// sieveStats count what a sieve did.
+type sieveStats struct {
+	Sieved   int64 // dequeue scripts run on an own queue
+	Pool     int64 // dequeue scripts run on the pool's queue
+	Answered int64 // dequeue scripts answered without a round trip
+	Looks    int64 // pipelined reads of the own queues' lengths
+}
+
+// newSieve is the sieve of a consumer of the own queues own and the pool
+// queues pool.
+func newSieve(rdb redis.UniversalClient, own, pool []string, fresh time.Duration) *sieve {
+	s := &sieve{UniversalClient: rdb, fresh: fresh, pending: map[string]int64{}, due: map[string]float64{}}
+	for _, q := range own {
 		s.pending[queueKey(q, "pending")] = 0
+	}
+	for _, q := range append(own, pool...) {
 		s.due[queueKey(q, "scheduled")] = math.Inf(1)
 		s.due[queueKey(q, "retry")] = math.Inf(1)
 	}
 	return s
+}
+
+// added notes a job this consumer put on queue itself.
+func (s *sieve) added(queue string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := queueKey(queue, "pending"); s.sievedLocked(k) {
+		s.pending[k]++
+	}
+}
+
+func (s *sieve) sievedLocked(pendingKey string) bool {
+	_, ok := s.pending[pendingKey]
+	return ok
 }
 
 // queueKey is Asynq's key of a queue's part: asynq:{<queue>}:<part>.
@@ -92,9 +115,7 @@ func (s *sieve) scriptLocked(keys []string) (dequeue, forward string) {
 	switch {
 	case len(keys) == 4 && strings.HasSuffix(keys[0], "}:pending") && strings.HasSuffix(keys[1], "}:paused") &&
 		strings.HasSuffix(keys[2], "}:active") && strings.HasSuffix(keys[3], "}:lease"):
-		if _, ok := s.pending[keys[0]]; ok {
-			return keys[0], ""
-		}
+		return keys[0], ""
 	case len(keys) == 2 && strings.HasSuffix(keys[1], "}:pending") &&
 		(strings.HasSuffix(keys[0], "}:scheduled") || strings.HasSuffix(keys[0], "}:retry")):
 		if _, ok := s.due[keys[0]]; ok {
@@ -110,19 +131,19 @@ func (s *sieve) answer(ctx context.Context, keys []string) *redis.Cmd {
 	defer s.mu.Unlock()
 	dequeue, forward := s.scriptLocked(keys)
 	switch {
-	case dequeue != "":
+	case dequeue != "" && s.sievedLocked(dequeue):
 		if s.pending[dequeue] == 0 && time.Since(s.lookedAt) >= s.fresh {
 			s.lookLocked(ctx)
 		}
 		if s.pending[dequeue] > 0 {
 			return nil
 		}
-		s.answered++
+		s.stats.Answered++
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(redis.Nil) // what the script says of an empty list
 		return cmd
 	case forward != "":
-		if time.Since(s.delayedAt) >= s.freshDelayed {
+		if time.Since(s.delayedAt) >= s.fresh {
 			s.lookDelayedLocked(ctx)
 		}
 		if s.due[forward] <= float64(time.Now().Unix()) {
@@ -141,15 +162,19 @@ func (s *sieve) ran(keys []string, cmd *redis.Cmd) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	dequeue, forward := s.scriptLocked(keys)
-	if dequeue != "" {
-		s.dequeues++
+	sieved := dequeue != "" && s.sievedLocked(dequeue)
+	switch {
+	case sieved:
+		s.stats.Sieved++
+	case dequeue != "":
+		s.stats.Pool++
 	}
 	switch err := cmd.Err(); {
-	case dequeue != "" && errors.Is(err, redis.Nil):
+	case sieved && errors.Is(err, redis.Nil):
 		s.pending[dequeue] = 0
-	case dequeue != "" && err == nil && s.pending[dequeue] > 0:
+	case sieved && err == nil && s.pending[dequeue] > 0:
 		s.pending[dequeue]--
-	case forward != "" && err == nil:
+	case forward != "" && err == nil && s.sievedLocked(keys[1]):
 		if n, ok := cmd.Val().(int64); ok && n > 0 {
 			s.pending[keys[1]] += n
 		}
@@ -163,6 +188,7 @@ func (s *sieve) lookLocked(ctx context.Context) {
 		return p.LLen(ctx, k)
 	})
 	s.lookedAt = time.Now()
+	s.stats.Looks++
 	for i, k := range keys {
 		n, cerr := cmds[i].Result()
 		if err != nil || cerr != nil {
@@ -207,10 +233,9 @@ func pipelined[V, C any](ctx context.Context, rdb redis.UniversalClient, m map[s
 	return keys, cmds, err
 }
 
-// counts are the dequeue scripts run and those answered without a round
-// trip.
-func (s *sieve) counts() (run, answered int64) {
+// counts is what the sieve did so far.
+func (s *sieve) counts() sieveStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.dequeues, s.answered
+	return s.stats
 }

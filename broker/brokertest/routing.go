@@ -130,7 +130,8 @@ func (s *queueSuite) toolConcurrency(t *testing.T, e *queueEnv) {
 	ack(t, e.ctx, d)
 }
 
-// consumerOptionsInvalid: a consumer needs tools, each named once.
+// consumerOptionsInvalid: a consumer needs tools, each named once, and
+// a pool that is a plain name.
 func (s *queueSuite) consumerOptionsInvalid(t *testing.T, e *queueEnv) {
 	for _, tools := range [][]broker.ToolRoute{
 		{},
@@ -144,6 +145,14 @@ func (s *queueSuite) consumerOptionsInvalid(t *testing.T, e *queueEnv) {
 		cancel()
 		if err == nil {
 			t.Errorf("Consumer with tools %+v = %v, want an error", tools, c)
+		}
+	}
+	for _, pool := range []string{"a.b", "gpu pool", "x*"} {
+		ctx, cancel := context.WithTimeout(e.ctx, s.opts.Wait)
+		c, err := e.q.Consumer(ctx, broker.ConsumerOptions{Tools: routes("echo"), Pool: pool})
+		cancel()
+		if err == nil {
+			t.Errorf("Consumer of pool %q = %v, want an error", pool, c)
 		}
 	}
 }

@@ -47,6 +47,12 @@ func ceiling(ctx context.Context, o cli.Options, name string, mode ceilingMode, 
 	defer b.Close()
 	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: zerolog.Nop()})
 
+	// Published as a worker of the default pool publishes it: on Asynq the
+	// jobs then go to the pool's queue, as they do for the binaries.
+	if err := b.Catalog.PublishTool(ctx, &taskstate.ToolInfo{Name: "noop", InputSchema: json.RawMessage(`{"type":"object"}`),
+		TaskSupport: taskstate.TaskOptional, Pool: broker.DefaultPool, LiveUntil: time.Now().Add(warmup + dur + time.Minute)}); err != nil {
+		return nil, err
+	}
 	consCtx, stopCons := context.WithCancel(ctx)
 	defer stopCons()
 	cons, err := b.Queue.Consumer(consCtx, broker.ConsumerOptions{Tools: []broker.ToolRoute{{Tool: "noop"}}, Lease: 30 * time.Second, MaxDeliveries: 30, Slots: conc})

@@ -246,8 +246,9 @@ func startNATS(ctx context.Context, b *bins, profilePort int, cl *cleanup) (url 
 }
 
 // dropRedisKeys deletes what a system with this prefix left in Redis: its
-// own keys ("<prefix>:…"), its Asynq queues' — one per tool,
-// "asynq:{<prefix>.tool.<tool>}:…" (asynqbroker.QueueName), and any
+// own keys ("<prefix>:…"), its Asynq queues' — one per pool,
+// "asynq:{<prefix>.pool.<pool>}:…" (asynqbroker.PoolQueueName), one per
+// tool, "asynq:{<prefix>.tool.<tool>}:…" (asynqbroker.QueueName), and any
 // "asynq:{<prefix>}:…" — and the queues' entries in asynq:queues. It
 // returns how many keys it deleted.
 func dropRedisKeys(url, prefix string) (int, error) {
@@ -260,7 +261,7 @@ func dropRedisKeys(url, prefix string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	n := 0
-	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*", "asynq:{" + prefix + ".tool.*}:*"} {
+	for _, pattern := range []string{prefix + ":*", "asynq:{" + prefix + "}:*", "asynq:{" + prefix + ".tool.*}:*", "asynq:{" + prefix + ".pool.*}:*"} {
 		iter := rdb.Scan(ctx, 0, pattern, 1000).Iterator()
 		var keys []string
 		flush := func() error {
@@ -293,7 +294,7 @@ func dropRedisKeys(url, prefix string) (int, error) {
 	}
 	ours := []any{prefix}
 	for _, q := range queues {
-		if strings.HasPrefix(q, prefix+".tool.") {
+		if strings.HasPrefix(q, prefix+".tool.") || strings.HasPrefix(q, prefix+".pool.") {
 			ours = append(ours, q)
 		}
 	}

@@ -50,6 +50,15 @@ func printBackend(w io.Writer, c *config, r *backendRun) {
 		}
 	}
 	fmt.Fprintln(w)
+	if r.task != nil && r.task.redisCmds >= 0 && r.task.ops > 0 {
+		fmt.Fprintf(w, "Redis commands per task (INFO total_commands_processed over the window ÷ tasks, every client on the machine counted):")
+		for _, res := range []*result{r.task, r.taskAlt, r.sync, r.task1} {
+			if res != nil && res.redisCmds >= 0 && res.ops > 0 {
+				fmt.Fprintf(w, "  %s %.1f", res.label(), float64(res.redisCmds)/float64(res.ops))
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	if r.task != nil && r.ceil != nil {
 		fmt.Fprintf(w, "ratios: task path ÷ ceiling = %s (÷ ceiling with worker's record ops = %s)", ratio(r.task, r.ceil), ratio(r.task, r.ceilOps))
 		if r.sync != nil {

@@ -39,11 +39,48 @@ func (x *runner) alive() error {
 // result named label, then checks that the processes are still up.
 func (x *runner) row(what, label string, conc int, w window, op func(context.Context) (sample, error)) (*result, error) {
 	logf("%s: %s", x.name, what)
+	cmds := x.countRedis(w)
 	res, err := drive(x.ctx, label, conc, w, x.pids, op)
 	if err != nil {
 		return nil, err
 	}
+	res.redisCmds = cmds()
 	return res, x.alive()
+}
+
+// countRedis reads Redis's count of commands at w's start and, when the
+// function it returns is called (at w's end), the count since: -1 when not
+// asynq or unreadable. Every Redis client on the machine is counted.
+func (x *runner) countRedis(w window) func() int64 {
+	if x.name != "asynq" {
+		return func() int64 { return -1 }
+	}
+	start := make(chan int64, 1)
+	go func() {
+		_ = sleepUntil(x.ctx, w.from)
+		n, err := redisCommands(x.ctx, x.c.redisURL, x.name)
+		if err != nil {
+			n = -1
+		}
+		start <- n
+	}()
+	return func() int64 {
+		n0 := <-start
+		n1, err := redisCommands(x.ctx, x.c.redisURL, x.name)
+		if err != nil || n0 < 0 {
+			return -1
+		}
+		return n1 - n0
+	}
+}
+
+func sleepUntil(ctx context.Context, t time.Time) error {
+	select {
+	case <-time.After(time.Until(t)):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // profiledRow is row at --concurrency with the CPU profiles of phase over

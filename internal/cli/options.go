@@ -57,8 +57,8 @@ func (o *Options) Flags(fs *flag.FlagSet) {
 	redisFlags(e, &o.Redis)
 	e.Duration(&o.Redis.PollInterval, "asynq-poll", "MCPQ_ASYNQ_POLL", 100*time.Millisecond, "asynq backend: how often an idle worker asks Redis for jobs; the pickup latency at low load")
 	e.Duration(&o.Redis.BusyPollInterval, "asynq-busy-poll", "MCPQ_ASYNQ_BUSY_POLL", 2*time.Millisecond, "asynq backend: how often a busy worker (one that took a job within the last second) asks Redis for jobs when its queue is empty; at least --asynq-poll turns this off")
-	e.String(&o.AsynqQueues, "asynq-queues", "MCPQ_ASYNQ_QUEUES", "", "asynq backend: priorities of tools' queues, tool=priority,… (every tool has its own queue, priority 1 unless listed)")
-	e.String(&o.AsynqToolQueues, "asynq-tool-queues", "MCPQ_ASYNQ_TOOL_QUEUES", "", "asynq backend: removed (every tool has its own queue now; set priorities with --asynq-queues tool=priority); refused when set")
+	e.String(&o.AsynqQueues, "asynq-queues", "MCPQ_ASYNQ_QUEUES", "", "asynq backend: priorities of tools' own queues, tool=priority,… (priority 1 unless listed); a pool's queue, where jobs of a tool whose pool is known go, is one list in arrival order")
+	e.String(&o.AsynqToolQueues, "asynq-tool-queues", "MCPQ_ASYNQ_TOOL_QUEUES", "", "asynq backend: removed (jobs go to the queue of their tool's pool, --pool of its workers); refused when set")
 	e.Duration(&o.ToolRetention, "tool-retention", "MCPQ_TOOL_RETENTION", taskstate.DefaultToolRetention, "how long a tool stays in the catalog after its last worker's last heartbeat: a pool scaled to zero keeps its tools listed and callable (calls queue) this long; api tools rm removes one at once")
 	e.String(&o.NATS.URL, "nats", "NATS_URL", "", "nats backend: NATS server URL (nats:// or tls://; several comma-separated)")
 	natsAuthFlags(e, &o.NATS.Auth)
@@ -144,14 +144,14 @@ func (o *Options) Connect(ctx context.Context, name string, log zerolog.Logger) 
 }
 
 // redisOptions are the Redis options with the shared settings and
-// --asynq-queues read: every tool has a queue of its own
-// (asynqbroker.QueueName), and the flag weighs them (tool=priority).
+// --asynq-queues read: it weighs the tools' own queues
+// (asynqbroker.QueueName; tool=priority).
 func (o *Options) redisOptions() (*redisbackend.Options, error) {
 	r := o.Redis
 	r.Prefix, r.ToolRetention, r.RequireDurable = o.Prefix, o.ToolRetention, o.RequireDurable
 	if o.AsynqToolQueues != "" {
-		return nil, errors.New("cli: --asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed: every tool has its own queue now, " +
-			"so a slow tool can no longer starve the rest; weigh tools with --asynq-queues tool=priority,…")
+		return nil, errors.New("cli: --asynq-tool-queues (MCPQ_ASYNQ_TOOL_QUEUES) was removed: jobs go to the queue of their tool's pool " +
+			"(the workers' --pool), so give a slow tool a pool of its own; weigh tools' own queues with --asynq-queues tool=priority,…")
 	}
 	r.Priorities = nil
 	for _, p := range SplitList(o.AsynqQueues) {

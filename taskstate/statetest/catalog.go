@@ -21,6 +21,7 @@ func tool(name string) *taskstate.ToolInfo {
 		Annotations:  json.RawMessage(`{"readOnlyHint":true}`),
 		TaskSupport:  taskstate.TaskOptional,
 		TimeoutMs:    60_000,
+		Pool:         "default",
 		LiveUntil:    time.Date(2031, 1, 2, 3, 4, 5, 600_000_000, time.UTC),
 	}
 }
@@ -134,6 +135,10 @@ func (s *suite) catalogRepublish(t *testing.T, e *env) {
 	v2.TaskSupport = taskstate.TaskForbidden
 	e.publish(t, v2)
 	sameTool(t, "Tool after republish", e.tool(t, "report"), v2)
+	v3 := *v2
+	v3.Pool = "gpu" // another pool publishes the tool: the last refresh names it
+	e.publish(t, &v3)
+	sameTool(t, "Tool after a refresh by another pool", e.tool(t, "report"), &v3)
 	if names := e.toolNames(t); len(names) != 1 || names[0] != "report" {
 		t.Fatalf("Tools() after republishing one tool = %v, want [report]", names)
 	}

@@ -222,8 +222,9 @@ func durationEnv(t *testing.T, d *appsv1.Deployment, env map[string]corev1.EnvVa
 // Each pool is one Deployment with one ScaledObject when autoscaled; the
 // ScaledObject scales exactly that Deployment, with one trigger per tool the
 // Deployment hands its worker (MCPQ_TOOLS), aimed at that tool's consumer
-// (NATS), pending list (Asynq) or queue gauges (Prometheus) as the naming
-// contract computes them from the prefix the pods get (MCPQ_PREFIX).
+// (NATS) or queue gauges (Prometheus) — on Asynq one trigger on the pending
+// list of the pool the Deployment's workers belong to (MCPQ_POOL) — as the
+// naming contract computes them from the prefix the pods get (MCPQ_PREFIX).
 func TestPoolsAndTriggers(t *testing.T) {
 	for name, want := range map[string]int{"nats-two-pools": 2, "asynq-prometheus": 2, "existing-secret": 1} {
 		t.Run(name, func(t *testing.T) {
@@ -273,11 +274,18 @@ func checkTriggers(t *testing.T, r *rendered, so map[string]any, d *appsv1.Deplo
 	env := envOf(d.Spec.Template.Spec.Containers[0])
 	prefix, broker := env["MCPQ_PREFIX"].Value, env["MCPQ_BROKER"].Value
 	tools := strings.Split(env["MCPQ_TOOLS"].Value, ",")
+	pool := env["MCPQ_POOL"].Value
+	if pool == "" || pool != d.Labels["mcpqueue.dev/pool"] {
+		t.Errorf("%s: MCPQ_POOL %q; want the pool's name %q", d.Name, pool, d.Labels["mcpqueue.dev/pool"])
+	}
 	triggers, _ := dig(so, "spec", "triggers").([]any)
+	trigger := r.values["autoscaling"].(map[string]any)["trigger"]
+	if trigger != "prometheus" && broker == "asynq" {
+		tools = []string{""} // one trigger: the pool's one queue
+	}
 	if len(triggers) != len(tools) {
 		t.Fatalf("%s: %d triggers for tools %v", d.Name, len(triggers), tools)
 	}
-	trigger := r.values["autoscaling"].(map[string]any)["trigger"]
 	for i, tool := range tools {
 		tr := triggers[i].(map[string]any)
 		md := map[string]string{}
@@ -307,8 +315,8 @@ func checkTriggers(t *testing.T, r *rendered, so map[string]any, d *appsv1.Deplo
 						env["MCPQ_REDIS_SENTINELS"].Value, env["MCPQ_REDIS_MASTER"].Value)
 				}
 			}
-			if typ != want || md["listName"] != asynqPendingList(prefix, tool) {
-				t.Errorf("%s: trigger %d: %s on list %q; want %s on tool %s's pending list %s", d.Name, i, typ, md["listName"], want, tool, asynqPendingList(prefix, tool))
+			if typ != want || md["listName"] != asynqPendingList(prefix, pool) {
+				t.Errorf("%s: trigger %d: %s on list %q; want %s on pool %s's pending list %s", d.Name, i, typ, md["listName"], want, pool, asynqPendingList(prefix, pool))
 			}
 			checkRedisAuth(t, r, d, tr, tr["metadata"].(map[string]any))
 		default:

@@ -20,8 +20,8 @@ import (
 //   - tool t's durable pull consumer is tool_<token(t)>: token(t) is t when t
 //     only has [A-Za-z0-9_-], else t with every other character replaced by
 //     "_", then "_" and the first 8 hex digits of sha256(t);
-//   - tool t's Asynq queue is <prefix>.tool.<t>, its pending list
-//     asynq:{<prefix>.tool.<t>}:pending.
+//   - pool p's Asynq queue is <prefix>.pool.<p>, its pending list
+//     asynq:{<prefix>.pool.<p>}:pending.
 
 func toolToken(t string) string { return natsbroker.Token(t) }
 
@@ -29,8 +29,8 @@ func streamName(prefix string) string { return natsbroker.NamesFor(prefix).Strea
 
 func consumerName(tool string) string { return natsbroker.ConsumerName(tool) }
 
-func asynqPendingList(prefix, tool string) string {
-	return "asynq:{" + asynqbroker.QueueName(prefix, tool) + "}:pending"
+func asynqPendingList(prefix, pool string) string {
+	return "asynq:{" + asynqbroker.PoolQueueName(prefix, pool) + "}:pending"
 }
 
 // The chart's mcpqueue.toolToken helper, rendered by Helm, gives the token

@@ -64,8 +64,9 @@ two names that map to the same characters still get different tokens.
 {{- end -}}
 
 {{/* Tool t's Asynq queue and its pending list; call with (dict "root" $ "tool" t). */}}
+{{- /* A pool's Asynq queue (asynqbroker.PoolQueueName): <prefix>.pool.<pool>; call with (dict "root" $ "pool" name) */ -}}
 {{- define "mcpqueue.asynqQueue" -}}
-{{- printf "%s.tool.%s" .root.Values.prefix .tool -}}
+{{- printf "%s.pool.%s" .root.Values.prefix .pool -}}
 {{- end -}}
 {{- define "mcpqueue.asynqPending" -}}
 {{- printf "asynq:{%s}:pending" (include "mcpqueue.asynqQueue" .) -}}

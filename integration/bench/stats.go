@@ -31,7 +31,7 @@ type result struct {
 	pollWait            time.Duration // the waits, in total
 	inline              int           // tasks whose tools/call answered with the result
 	cpu                 map[string]float64
-	noRate              bool // paced phase: its ops/s says nothing
+	noRate              bool  // paced phase: its ops/s says nothing
 	redisCmds           int64 // asynq: Redis commands processed over the window (INFO stats; -1: unknown)
 }
 

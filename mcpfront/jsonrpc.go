@@ -64,7 +64,7 @@ func errorf(code int, status int, msg string) *rpcError {
 func invalidParams(msg string) *rpcError { return errorf(vocab.CodeInvalidParams, http.StatusOK, msg) }
 
 // withData sets the error's data (d encoded) and returns e.
-func (e *rpcError) withData(d any) *rpcError { e.WithData(d); return e }
+func (e *rpcError) withData(d any) *rpcError { _ = e.WithData(d); return e }
 
 // httpStatus is the status an error reply carries: 400 for transport-level
 // protocol errors, 404 for unknown methods, 200 otherwise.

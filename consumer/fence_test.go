@@ -10,6 +10,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
+	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -156,6 +157,17 @@ func TestLiveLeaseHoldsOffDuplicate(t *testing.T) {
 	})
 	id := e.create(t, "once", none{})
 	held := e.takeOver(t, id, "holder", 1500*time.Millisecond) // holder then dies without renewing
+	// The holder took the task with its first job; what reaches the other
+	// worker is a requeue of it (the first job's first delivery is one no
+	// other run can hold: its worker starts from the record it carries).
+	if err := e.queue.(broker.Withdrawer).Withdraw(t.Context(), "once", id); err != nil {
+		t.Fatal(err)
+	}
+	requeued := held.Clone()
+	requeued.Requeues++
+	if err := e.queue.Enqueue(t.Context(), producer.JobFor(requeued)); err != nil {
+		t.Fatal(err)
+	}
 	e.worker(t, mux, e.bus, consumer.Config{ID: "other", Lease: 2 * time.Second})
 	final := e.waitFor(t, id, terminal)
 	r := <-runs

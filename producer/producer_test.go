@@ -129,8 +129,18 @@ func TestCreateWritesWorkingRecordAndStartsOneJob(t *testing.T) {
 		t.Fatalf("started %d jobs, want exactly 1", len(jobs))
 	}
 	j := jobs[0]
-	if j.TaskID != tk.ID || j.Tool != "render" || j.Owner != "alice" || string(j.Arguments) != string(args) || string(j.Meta["progressToken"]) != `"tok-1"` {
-		t.Errorf("job %+v does not carry the call", j)
+	// The job carries the record as created (and so the call), at its
+	// revision: the worker starts from it without reading it.
+	carried, err := taskstate.Decode(j.Record, j.Revision)
+	if err != nil {
+		t.Fatalf("the job's record: %v", err)
+	}
+	if j.TaskID != tk.ID || j.Tool != "render" || j.Owner != "alice" || j.Revision != rec.Revision ||
+		string(carried.Arguments) != string(args) || string(carried.Meta["progressToken"]) != `"tok-1"` || carried.Status != taskstate.Working {
+		t.Errorf("job %+v (record %+v) does not carry the record and the call", j, carried)
+	}
+	if j.Arguments != nil || j.Meta != nil {
+		t.Errorf("the job repeats the arguments or meta its record holds: %s, %v", j.Arguments, j.Meta)
 	}
 	if len(ex.cancelled()) != 0 {
 		t.Errorf("Create cancelled something: %v", ex.cancelled())

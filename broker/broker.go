@@ -37,12 +37,14 @@ type Job struct {
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
 	// Record, when set, is the task's record as the producer stored it
-	// (the store's encoding, opaque to the queue), at store revision
-	// Revision, and holds the call's arguments and meta: Arguments and
-	// Meta are then left empty. A worker starts from it instead of
-	// reading the record (see Withdrawer).
-	Record   json.RawMessage `json:"record,omitempty"`
-	Revision uint64          `json:"rev,omitempty"`
+	// (the store's encoding, opaque to the queue) at store revision
+	// Revision; a worker of a Withdrawer queue starts from it instead of
+	// reading the record. It holds the call's Arguments and Meta, so a
+	// queue that carries it may send it in their place (natsbroker
+	// does); it is not part of the JSON form (EncodeJob), and a delivery
+	// of a queue that does not carry it has none.
+	Record   json.RawMessage `json:"-"`
+	Revision uint64          `json:"-"`
 }
 
 // Route is what the queue routes the job by: the tool's name, or

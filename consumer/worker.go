@@ -518,7 +518,13 @@ func (w *Worker) record(r *delivery) (*taskstate.Task, error) {
 	if _, withdraws := w.queue.(broker.Withdrawer); withdraws && r.carried != nil && r.d.Delivered() == 1 && r.job.Dedupe == "" {
 		return r.carried, nil
 	}
-	return w.store.Get(r.io, r.job.TaskID)
+	t, err := w.store.Get(r.io, r.job.TaskID)
+	if err == nil && r.job.Record != nil && r.carried == nil {
+		// The job's record did not decode, and a queue may have sent it
+		// in place of the arguments and meta.
+		r.job.Arguments, r.job.Meta = t.Arguments, t.Meta
+	}
+	return t, err
 }
 
 // take reads the record and takes the task for this run (or defers the

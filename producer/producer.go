@@ -395,8 +395,7 @@ func JobFor(t *taskstate.Task) *broker.Job {
 
 // withRecord makes job carry t, the record just created (Job.Record), so
 // a worker of a queue that withdraws cancelled tasks' jobs starts from it
-// without reading it; the record holds the arguments and meta, so the job
-// does not repeat them. A record that does not encode leaves job as it is.
+// without reading it. A record that does not encode leaves job as it is.
 func withRecord(job *broker.Job, t *taskstate.Task) *broker.Job {
 	if t.Revision == 0 {
 		return job // a store without revisions
@@ -406,7 +405,6 @@ func withRecord(job *broker.Job, t *taskstate.Task) *broker.Job {
 		return job
 	}
 	job.Record, job.Revision = b, t.Revision
-	job.Arguments, job.Meta = nil, nil
 	return job
 }
 

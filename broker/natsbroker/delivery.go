@@ -2,7 +2,6 @@ package natsbroker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -29,8 +28,8 @@ type delivery struct {
 
 func newDelivery(msg jetstream.Msg, c *consumer, r *route) (*delivery, error) {
 	d := &delivery{msg: msg, c: c, r: r}
-	if err := json.Unmarshal(msg.Data(), &d.job); err != nil {
-		return nil, fmt.Errorf("natsbroker: undecodable job: %w", err)
+	if err := decodeJob(msg.Data(), &d.job); err != nil {
+		return nil, err
 	}
 	md, err := msg.Metadata()
 	if err != nil {

@@ -152,7 +152,7 @@ func (q *Queue) Names() Names { return q.cfg.names() }
 
 // Enqueue publishes the job and waits for the stream's ack.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
-	b, err := broker.EncodeJob(job)
+	b, err := encodeJob(job)
 	if err != nil {
 		return fmt.Errorf("natsbroker: %w", err)
 	}

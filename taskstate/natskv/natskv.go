@@ -287,7 +287,7 @@ func (s *Store) Create(ctx context.Context, t *taskstate.Task) error {
 	}
 	if err := firstErr(acks[:len(entries)]); err != nil {
 		// The record is stored and an entry is not: take the record back.
-		if perr := s.tasks.Purge(ctx, t.ID, jetstream.LastRevision(rev)); perr != nil {
+		if perr := s.tasks.Purge(ctx, t.ID, jetstream.LastRevision(rev), jetstream.PurgeTTL(time.Minute)); perr != nil {
 			err = fmt.Errorf("%w (and taking the record back: %w)", err, perr)
 		}
 		return fmt.Errorf("natskv: index %s: %w", t.ID, err)

@@ -204,3 +204,30 @@ func TestCancelSeenOnRenewalWithoutBroadcast(t *testing.T) {
 		t.Fatalf("stream holds %d jobs after the cancelled run, want 0", n)
 	}
 }
+
+// A cancel written after the job reached the worker, and before the run
+// registered for the broadcast (here: missed, on a deaf bus), is not on
+// the record the run started from (its job's): the run's first write, the
+// lazy take, finds the task cancelled and ends the handler, long before
+// the first lease renewal.
+func TestCancelAfterPickupSeenAtTheTake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux, started, cause := untilStopped()
+	mux.Use(func(next consumer.Handler) consumer.Handler {
+		return func(ctx context.Context, req *consumer.Request) (json.RawMessage, error) {
+			if _, err := e.prod.Cancel(context.Background(), req.TaskID(), "stop"); err != nil {
+				t.Error(err)
+			}
+			return next(ctx, req)
+		}
+	})
+	stop := e.worker(t, mux, e.deafBus, consumer.Config{Lease: time.Minute}) // first renewal after 20 s
+	id := e.create(t, "long", none{})
+	<-started
+	wantCause(t, cause, consumer.ErrTaskCancelled)
+	stop()
+	if tk, err := e.store.Get(context.Background(), id); err != nil || tk.Status != taskstate.Cancelled {
+		t.Fatalf("after the run: %v, %v; want cancelled", tk, err)
+	}
+}

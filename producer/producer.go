@@ -267,7 +267,11 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	retried, err := p.start(ctx, withRecord(JobFor(t), t))
+	job := JobFor(t)
+	if w, ok := p.exec.(interface{ Withdraws() bool }); ok && w.Withdraws() {
+		withRecord(job, t) // its workers start from it (broker.Withdrawer)
+	}
+	retried, err := p.start(ctx, job)
 	if err == nil && retried {
 		// A publish that needed retries may have spanned a failover of
 		// the store (a Redis primary lost before it replicated the
@@ -406,6 +410,13 @@ func withRecord(job *broker.Job, t *taskstate.Task) *broker.Job {
 	}
 	job.Record, job.Revision = b, t.Revision
 	return job
+}
+
+// Withdraws reports whether the queue withdraws a cancelled task's jobs
+// (broker.Withdrawer): a new task's job then carries its record.
+func (e QueueExecutor) Withdraws() bool {
+	_, ok := e.Queue.(broker.Withdrawer)
+	return ok
 }
 
 // Withdraw implements broker.Withdrawer when the queue is one, and does

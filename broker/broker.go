@@ -36,6 +36,15 @@ type Job struct {
 	Owner        string `json:"owner,omitempty"`
 	// Meta carries request context (trace parent, progress token).
 	Meta map[string]json.RawMessage `json:"meta,omitempty"`
+	// Record, when set, is the task's record as the producer stored it
+	// (the store's encoding, opaque to the queue) at store revision
+	// Revision; a worker of a Withdrawer queue starts from it instead of
+	// reading the record. It holds the call's Arguments and Meta, so a
+	// queue that carries it may send it in their place (natsbroker
+	// does); it is not part of the JSON form (EncodeJob), and a delivery
+	// of a queue that does not carry it has none.
+	Record   json.RawMessage `json:"-"`
+	Revision uint64          `json:"-"`
 }
 
 // Route is what the queue routes the job by: the tool's name, or
@@ -87,6 +96,20 @@ type Holder interface {
 	// (see Job.DedupeKey) is still in the queue. route (the tool's catalog
 	// key) routes the lookup for queues that keep tools apart.
 	Holds(ctx context.Context, route, taskID, dedupe string) (bool, error)
+}
+
+// Withdrawer is implemented by queues that can take back the jobs of a
+// task before any worker has them: the producer withdraws a cancelled
+// task's jobs. A worker of such a queue starts the first delivery of a
+// task's first job from the record the job carries (Job.Record) without
+// reading it: a cancel written before the job reached the worker has
+// withdrawn it, and any other change since the create fails the run's
+// first compare-and-set on Job.Revision, which then reads the record.
+type Withdrawer interface {
+	// Withdraw removes the jobs of task taskID on route (see Holder)
+	// that no worker has settled, waiting or handed out: the task has
+	// ended, so nothing is to run them again.
+	Withdraw(ctx context.Context, route, taskID string) error
 }
 
 // ConsumerOptions tunes a worker's subscription. Zero values are defaults.

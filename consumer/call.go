@@ -113,8 +113,15 @@ func (c *callState) write(ctx context.Context, decide func(*taskstate.Task) erro
 		c.mu.Unlock()
 	}
 	c.saw(t)
-	if errors.Is(err, ErrFenced) && c.lost != nil {
+	switch {
+	case c.lost == nil:
+	case errors.Is(err, ErrFenced):
 		c.lost(ErrFenced)
+	case errors.Is(err, taskstate.ErrInvalidChange) && t != nil && t.Status == taskstate.Cancelled:
+		// Cancelled, and the broadcast did not reach this run (it may
+		// have started from a record the job carried, written before
+		// the cancel): the record says so all the same.
+		c.lost(ErrTaskCancelled)
 	}
 	return t, err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
+	"github.com/mcpqueue/mcpqueue/producer"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -157,6 +158,17 @@ func TestLiveLeaseHoldsOffDuplicate(t *testing.T) {
 	})
 	id := e.create(t, "once", none{})
 	held := e.takeOver(t, id, "holder", 1500*time.Millisecond) // holder then dies without renewing
+	// The holder took the task with its first job; what reaches the other
+	// worker is a requeue of it (the first job's first delivery is one no
+	// other run can hold: its worker starts from the record it carries).
+	if err := e.queue.(broker.Withdrawer).Withdraw(t.Context(), "once", id); err != nil {
+		t.Fatal(err)
+	}
+	requeued := held.Clone()
+	requeued.Requeues++
+	if err := e.queue.Enqueue(t.Context(), producer.JobFor(requeued)); err != nil {
+		t.Fatal(err)
+	}
 	e.worker(t, mux, e.bus, consumer.Config{ID: "other", Lease: 2 * time.Second})
 	final := e.waitFor(t, id, terminal)
 	r := <-runs
@@ -191,5 +203,32 @@ func TestCancelSeenOnRenewalWithoutBroadcast(t *testing.T) {
 	sameRevision(t, e, id, cancelled)
 	if n := e.jobs(t); n != 0 {
 		t.Fatalf("stream holds %d jobs after the cancelled run, want 0", n)
+	}
+}
+
+// A cancel written after the job reached the worker, and before the run
+// registered for the broadcast (here: missed, on a deaf bus), is not on
+// the record the run started from (its job's): the run's first write, the
+// lazy take, finds the task cancelled and ends the handler, long before
+// the first lease renewal.
+func TestCancelAfterPickupSeenAtTheTake(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	mux, started, cause := untilStopped()
+	mux.Use(func(next consumer.Handler) consumer.Handler {
+		return func(ctx context.Context, req *consumer.Request) (json.RawMessage, error) {
+			if _, err := e.prod.Cancel(context.Background(), req.TaskID(), "stop"); err != nil {
+				t.Error(err)
+			}
+			return next(ctx, req)
+		}
+	})
+	stop := e.worker(t, mux, e.deafBus, consumer.Config{Lease: time.Minute}) // first renewal after 20 s
+	id := e.create(t, "long", none{})
+	<-started
+	wantCause(t, cause, consumer.ErrTaskCancelled)
+	stop()
+	if tk, err := e.store.Get(context.Background(), id); err != nil || tk.Status != taskstate.Cancelled {
+		t.Fatalf("after the run: %v, %v; want cancelled", tk, err)
 	}
 }

@@ -13,10 +13,15 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
-// countingStore counts the record writes of the worker using it.
+// countingStore counts the record reads and writes of the worker using it.
 type countingStore struct {
 	taskstate.Store
-	updates atomic.Int32
+	updates, gets atomic.Int32
+}
+
+func (s *countingStore) Get(ctx context.Context, id string) (*taskstate.Task, error) {
+	s.gets.Add(1)
+	return s.Store.Get(ctx, id)
 }
 
 func (s *countingStore) Update(ctx context.Context, t *taskstate.Task) error {
@@ -25,8 +30,9 @@ func (s *countingStore) Update(ctx context.Context, t *taskstate.Task) error {
 }
 
 // Lazy take: a task that ends at once costs the worker one record write,
-// its outcome carrying the take (attempt 1, the lease); one that runs on
-// has its take written while it runs.
+// its outcome carrying the take (attempt 1, the lease), and no read (it
+// starts from the record its job carries); one that runs on has its take
+// written while it runs.
 func TestLazyTake(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -60,6 +66,9 @@ func TestLazyTake(t *testing.T) {
 	}
 	if n := st.updates.Load(); n != 3 {
 		t.Fatalf("the worker wrote the record %d times for 3 quick tasks, want 3 (the take rides on the outcome)", n)
+	}
+	if n := st.gets.Load(); n != 0 {
+		t.Fatalf("the worker read the record %d times for 3 quick tasks, want none (their jobs carry it)", n)
 	}
 
 	id := e.create(t, "long", none{})

@@ -408,14 +408,16 @@ func (w *Worker) cancelRunning(id string, cause error) {
 // finish; each step that ends the delivery itself says so.
 func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 	job := d.Job()
+	carried := carriedRecord(job)
 	base, endRun := w.cfg.Telemetry.StartRun(base, job.TaskID, job.Kind, job.Tool, d.Delivered(), job.Meta) // every write below is in this span
 	defer endRun()
 	r := &delivery{
 		d: d, job: job, mux: mux, base: base,
 		// Broker and store calls use an uncancelled ctx so that
 		// bookkeeping finishes even while shutting down.
-		io:  context.WithoutCancel(base),
-		log: w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger(),
+		io:      context.WithoutCancel(base),
+		log:     w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger(),
+		carried: carried,
 	}
 	release, ok := w.admit(r)
 	if !ok {
@@ -440,6 +442,8 @@ type delivery struct {
 	base context.Context // the run's span
 	io   context.Context // base without its cancellation: bookkeeping
 	log  zerolog.Logger
+
+	carried *taskstate.Task // the record the job carries (Job.Record), if any
 
 	// admit
 	e      *entry
@@ -497,12 +501,51 @@ func (w *Worker) admit(r *delivery) (release func(), ok bool) {
 	}, true
 }
 
+// carriedRecord decodes the record job carries (Job.Record), filling in
+// the arguments and meta the job then leaves out; nil when it carries
+// none, or one that does not decode (the worker reads the record).
+func carriedRecord(job *broker.Job) *taskstate.Task {
+	if job.Record == nil {
+		return nil
+	}
+	t, err := taskstate.Decode(job.Record, job.Revision)
+	if err != nil || t.ID != job.TaskID {
+		return nil
+	}
+	if job.Arguments == nil {
+		job.Arguments = t.Arguments
+	}
+	if job.Meta == nil {
+		job.Meta = t.Meta
+	}
+	return t
+}
+
+// record is the task's record as the run starts from it: on the first
+// delivery of a task's first job from a queue that withdraws a cancelled
+// task's jobs (broker.Withdrawer), the one the job carries, without a
+// read — a cancel before the pickup withdrew the job, and any other write
+// since the create fails the run's first compare-and-set, which then
+// reads the record; else the stored one.
+func (w *Worker) record(r *delivery) (*taskstate.Task, error) {
+	if _, withdraws := w.queue.(broker.Withdrawer); withdraws && r.carried != nil && r.d.Delivered() == 1 && r.job.Dedupe == "" {
+		return r.carried, nil
+	}
+	t, err := w.store.Get(r.io, r.job.TaskID)
+	if err == nil && r.job.Record != nil && r.carried == nil {
+		// The job's record did not decode, and a queue may have sent it
+		// in place of the arguments and meta.
+		r.job.Arguments, r.job.Meta = t.Arguments, t.Meta
+	}
+	return t, err
+}
+
 // take reads the record and takes the task for this run (or defers the
 // take to the run's first write: lazy take); false: the delivery ended
 // here (acked, retried, failed or dropped, as the record says).
 func (w *Worker) take(r *delivery) bool {
 	job, d, io, log, e := r.job, r.d, r.io, r.log, r.e
-	rec, err := w.store.Get(io, job.TaskID)
+	rec, err := w.record(r)
 	switch {
 	case errors.Is(err, taskstate.ErrNotFound):
 		log.Warn().Msg("job has no task record (expired or never created); dropping it")

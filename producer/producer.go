@@ -273,7 +273,11 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
 	}
-	retried, err := p.start(ctx, JobFor(t))
+	job := JobFor(t)
+	if w, ok := p.exec.(interface{ Withdraws() bool }); ok && w.Withdraws() {
+		withRecord(job, t) // its workers start from it (broker.Withdrawer)
+	}
+	retried, err := p.start(ctx, job)
 	if err == nil && retried {
 		// A publish that needed retries may have spanned a failover of
 		// the store (a Redis primary lost before it replicated the
@@ -399,6 +403,37 @@ func JobFor(t *taskstate.Task) *broker.Job {
 	return j
 }
 
+// withRecord makes job carry t, the record just created (Job.Record), so
+// a worker of a queue that withdraws cancelled tasks' jobs starts from it
+// without reading it. A record that does not encode leaves job as it is.
+func withRecord(job *broker.Job, t *taskstate.Task) *broker.Job {
+	if t.Revision == 0 {
+		return job // a store without revisions
+	}
+	b, err := taskstate.Encode(t)
+	if err != nil {
+		return job
+	}
+	job.Record, job.Revision = b, t.Revision
+	return job
+}
+
+// Withdraws reports whether the queue withdraws a cancelled task's jobs
+// (broker.Withdrawer): a new task's job then carries its record.
+func (e QueueExecutor) Withdraws() bool {
+	_, ok := e.Queue.(broker.Withdrawer)
+	return ok
+}
+
+// Withdraw implements broker.Withdrawer when the queue is one, and does
+// nothing otherwise (its workers read the record before they run a job).
+func (e QueueExecutor) Withdraw(ctx context.Context, route, taskID string) error {
+	if w, ok := e.Queue.(broker.Withdrawer); ok {
+		return w.Withdraw(ctx, route, taskID)
+	}
+	return nil
+}
+
 // Holds implements broker.Holder when the queue is one.
 func (e QueueExecutor) Holds(ctx context.Context, tool, taskID, dedupe string) (bool, error) {
 	h, ok := e.Queue.(broker.Holder)
@@ -432,6 +467,13 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		// The record is already cancelled: a worker that misses the broadcast
 		// still stops when it next reads the record.
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
+	}
+	if w, ok := p.exec.(broker.Withdrawer); ok {
+		// A job still queued must not start: its worker would run it from
+		// the record it carries, written before the cancel.
+		if err := w.Withdraw(ctx, taskstate.CatalogKey(t.Kind, t.Tool), id); err != nil {
+			p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("withdrawing the cancelled task's job failed; a run that starts from it ends at its first write")
+		}
 	}
 	p.finished(ctx, t)
 	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", t.Attempt).

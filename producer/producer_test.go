@@ -24,7 +24,13 @@ type recorder struct {
 	started []*broker.Job
 	cancels []string
 	onStart func(ctx context.Context, job *broker.Job) error
+	// bare: the executor does not withdraw jobs (no Withdraws), so its
+	// jobs carry no record.
+	bare bool
 }
+
+// Withdraws makes the recorder an executor whose jobs carry their record.
+func (r *recorder) Withdraws() bool { return !r.bare }
 
 func (r *recorder) Start(ctx context.Context, job *broker.Job) error {
 	r.mu.Lock()
@@ -129,8 +135,26 @@ func TestCreateWritesWorkingRecordAndStartsOneJob(t *testing.T) {
 		t.Fatalf("started %d jobs, want exactly 1", len(jobs))
 	}
 	j := jobs[0]
+	// The job carries the record as created (and so the call), at its
+	// revision: the worker starts from it without reading it.
+	carried, err := taskstate.Decode(j.Record, j.Revision)
+	if err != nil {
+		t.Fatalf("the job's record: %v", err)
+	}
 	if j.TaskID != tk.ID || j.Tool != "render" || j.Owner != "alice" || string(j.Arguments) != string(args) || string(j.Meta["progressToken"]) != `"tok-1"` {
 		t.Errorf("job %+v does not carry the call", j)
+	}
+	if j.Revision != rec.Revision || carried.ID != tk.ID || string(carried.Arguments) != string(args) || carried.Status != taskstate.Working {
+		t.Errorf("job (revision %d) carries record %+v, want the stored one (revision %d)", j.Revision, carried, rec.Revision)
+	}
+	// An executor that does not withdraw jobs gets none: its workers read
+	// the record anyway.
+	ex.bare = true
+	if _, err := p.Create(t.Context(), &producer.Request{Tool: "render", Arguments: args}); err != nil {
+		t.Fatal(err)
+	}
+	if j := ex.jobs()[1]; j.Record != nil || j.Revision != 0 {
+		t.Errorf("a job for an executor without Withdraws carries a record (revision %d)", j.Revision)
 	}
 	if len(ex.cancelled()) != 0 {
 		t.Errorf("Create cancelled something: %v", ex.cancelled())

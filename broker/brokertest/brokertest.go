@@ -81,6 +81,9 @@ func RunQueue(t *testing.T, f Features, newQueue func(t *testing.T) broker.Queue
 	if f.Depth {
 		tests = append(tests, queueTest{"Depth", s.depth})
 	}
+	if f.Withdraw {
+		tests = append(tests, queueTest{"Withdraw", s.withdraw})
+	}
 	runSubtests(t, tests, "newQueue", newQueue, 4*o.Wait+4*o.Quiet, func(ctx context.Context, q broker.Queue) *queueEnv {
 		return &queueEnv{ctx: ctx, q: q}
 	})

@@ -24,6 +24,9 @@ type Features struct {
 	// Redeliver: deliveries implement broker.Redeliverer (the broker
 	// itself hands a job out again once its lease lapses).
 	Redeliver bool
+	// Withdraw: the Queue implements broker.Withdrawer (a cancelled
+	// task's jobs are taken back).
+	Withdraw bool
 }
 
 // declared fails unless has (what a type assertion found) is what the
@@ -46,6 +49,8 @@ func (s *queueSuite) declaredFeatures(t *testing.T, e *queueEnv) {
 	declared(t, "broker.Holder", f.Holder, holder, e.q)
 	_, depth := e.q.(broker.Depth)
 	declared(t, "broker.Depth", f.Depth, depth, e.q)
+	_, withdrawer := e.q.(broker.Withdrawer)
+	declared(t, "broker.Withdrawer", f.Withdraw, withdrawer, e.q)
 
 	_, _, d := s.handOut(t, e, longLease)
 	_, deferrer := d.(broker.Deferrer)

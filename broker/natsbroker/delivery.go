@@ -2,7 +2,6 @@ package natsbroker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -29,8 +28,8 @@ type delivery struct {
 
 func newDelivery(msg jetstream.Msg, c *consumer, r *route) (*delivery, error) {
 	d := &delivery{msg: msg, c: c, r: r}
-	if err := json.Unmarshal(msg.Data(), &d.job); err != nil {
-		return nil, fmt.Errorf("natsbroker: undecodable job: %w", err)
+	if err := decodeJob(msg.Data(), &d.job); err != nil {
+		return nil, err
 	}
 	md, err := msg.Metadata()
 	if err != nil {
@@ -48,9 +47,14 @@ func (d *delivery) release() { d.once.Do(func() { d.lapse.Stop(); d.c.settled(d.
 func (d *delivery) Job() *broker.Job { return &d.job }
 func (d *delivery) Delivered() int   { return d.attempt }
 
-func (d *delivery) Ack(ctx context.Context) error {
+// Ack is a plain ack: sent, not confirmed (no ack-with-reply round trip).
+// An ack that is lost (the connection drops) leaves the job to be delivered
+// again after the lease, and that delivery finds the task's record
+// terminal and is acked and dropped: the record's fencing, not the ack,
+// keeps a task from running twice.
+func (d *delivery) Ack(context.Context) error {
 	defer d.release()
-	return d.msg.DoubleAck(ctx)
+	return d.msg.Ack()
 }
 
 func (d *delivery) Retry(_ context.Context, delay time.Duration) error {

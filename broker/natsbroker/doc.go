@@ -20,7 +20,10 @@
 //
 // A job is published to its task's subject with the dedupe key as
 // Nats-Msg-Id, so a re-publish inside the stream's duplicate window is stored
-// once. Each tool has its own durable consumer, filtered on the tool's
+// once. A job that carries its task's record (broker.Job.Record) is sent in
+// a compact form, the record in place of the arguments and meta it holds
+// (job.go); Withdraw (broker.Withdrawer) purges a task's subject, and acks
+// are plain, not acks with a reply. Each tool has its own durable consumer, filtered on the tool's
 // subjects, whose AckWait is the tool's lease (renewed with InProgress) and
 // whose MaxDeliver is the tool's; a worker pulls from the consumers of the
 // tools it serves and from no other, so a job only ever reaches a worker that

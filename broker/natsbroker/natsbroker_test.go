@@ -21,7 +21,7 @@ func TestQueueContract(t *testing.T) {
 	srv := natstest.Start(t)
 	// A 2s lease keeps the lease tests meaningful on a loaded 2-core CI box,
 	// where a 1s lease can run out between two timely extensions.
-	features := brokertest.Features{Holder: true, Depth: true, Defer: true, Redeliver: true}
+	features := brokertest.Features{Holder: true, Depth: true, Defer: true, Redeliver: true, Withdraw: true}
 	brokertest.RunQueue(t, features, func(t *testing.T) broker.Queue {
 		_, js := srv.Connect(t)
 		name := natstest.Name(t)

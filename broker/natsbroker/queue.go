@@ -105,8 +105,9 @@ type Queue struct {
 }
 
 var (
-	_ broker.Queue  = (*Queue)(nil)
-	_ broker.Holder = (*Queue)(nil)
+	_ broker.Queue      = (*Queue)(nil)
+	_ broker.Holder     = (*Queue)(nil)
+	_ broker.Withdrawer = (*Queue)(nil)
 )
 
 // NewQueue creates (or updates) the job stream.
@@ -151,7 +152,7 @@ func (q *Queue) Names() Names { return q.cfg.names() }
 
 // Enqueue publishes the job and waits for the stream's ack.
 func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
-	b, err := broker.EncodeJob(job)
+	b, err := encodeJob(job)
 	if err != nil {
 		return fmt.Errorf("natsbroker: %w", err)
 	}
@@ -180,6 +181,18 @@ func (q *Queue) Holds(ctx context.Context, tool, taskID, _ string) (bool, error)
 		return false, fmt.Errorf("natsbroker: holds %s: %w", taskID, err)
 	}
 	return true, nil
+}
+
+// Withdraw implements broker.Withdrawer: it purges the task's subject, so
+// a job waiting there (or handed out and not acked) is gone.
+func (q *Queue) Withdraw(ctx context.Context, tool, taskID string) error {
+	if !broker.SafeName(taskID) {
+		return fmt.Errorf("natsbroker: withdraw: invalid task id %q", taskID)
+	}
+	if err := q.stream.Purge(ctx, jetstream.WithPurgeSubject(q.jobSubject(tool, taskID))); err != nil {
+		return fmt.Errorf("natsbroker: withdraw %s: %w", taskID, err)
+	}
+	return nil
 }
 
 func streamMatches(have, want jetstream.StreamConfig) bool {

@@ -47,33 +47,69 @@ func (s *Store) activeSubject(owner, id string) string {
 }
 
 // publishAll publishes msgs (in parallel) and returns the first error.
-func (s *Store) publishAll(ctx context.Context, msgs []*nats.Msg, opts ...jetstream.PublishOpt) error {
+func (s *Store) publishAll(ctx context.Context, msgs []*nats.Msg) error {
 	if len(msgs) == 1 {
-		_, err := s.js.PublishMsg(ctx, msgs[0], opts...)
+		_, err := s.js.PublishMsg(ctx, msgs[0])
 		return err
 	}
-	futures := make([]jetstream.PubAckFuture, 0, len(msgs))
-	for _, m := range msgs {
-		f, err := s.js.PublishMsgAsync(m, opts...)
-		if err != nil {
-			return err
-		}
-		futures = append(futures, f)
-	}
-	var first error
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			if first == nil {
-				first = err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return first
+	return firstErr(s.publishTogether(ctx, msgs, -1))
 }
+
+// published is one message's outcome in publishTogether: its stream
+// sequence, or the error.
+type published struct {
+	seq uint64
+	err error
+}
+
+// firstErr is the first error of acks.
+func firstErr(acks []published) error {
+	for _, a := range acks {
+		if a.err != nil {
+			return a.err
+		}
+	}
+	return nil
+}
+
+// publishTogether publishes msgs without waiting for one ack before the
+// next message and returns each one's outcome; msgs[create] (if in range)
+// must be the first message on its subject (a create). Without a deadline
+// on ctx the acks are awaited for at most publishWait.
+func (s *Store) publishTogether(ctx context.Context, msgs []*nats.Msg, create int) []published {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, publishWait)
+		defer cancel()
+	}
+	out := make([]published, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	for i, m := range msgs {
+		var opts []jetstream.PublishOpt
+		if i == create {
+			opts = append(opts, jetstream.WithExpectLastSequencePerSubject(0))
+		}
+		futures[i], out[i].err = s.js.PublishMsgAsync(m, opts...)
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i].seq = ack.Sequence
+		case err := <-f.Err():
+			out[i].err = err
+		case <-ctx.Done():
+			out[i].err = ctx.Err()
+		}
+	}
+	return out
+}
+
+// publishWait bounds the wait for acks when the caller's ctx has no
+// deadline (as JetStream's own synchronous publish does).
+const publishWait = 5 * time.Second
 
 // unmarkActive removes the active-index entry subj. A failure only leaves
 // an entry that CountActive or the next active Scan drops.
@@ -173,13 +209,15 @@ func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) e
 	return nil
 }
 
-// indexActive walks every record and writes the active index entry of
-// each active one (an entry that exists is written again, which changes
-// nothing).
+// indexActive walks every record and writes the index entries of each
+// active one (its active-index entry and, when owned, its owner-index
+// entry: Create publishes them with the record, so a creator that died
+// between the acks may have left either out); an entry that exists is
+// written again, which changes nothing.
 func (s *Store) indexActive(ctx context.Context) error {
 	var msgs []*nats.Msg
 	err := s.scanAll(ctx, true, func(t *taskstate.Task) bool {
-		msgs = append(msgs, &nats.Msg{Subject: s.activeSubject(t.Owner, t.ID)})
+		msgs = append(msgs, s.newEntries(t)...)
 		return true
 	})
 	if err != nil {

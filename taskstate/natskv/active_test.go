@@ -121,6 +121,11 @@ func TestActiveIndex(t *testing.T) {
 	if n := count("bob", 0); n != 1 {
 		t.Fatalf("CountActive(bob) after the first active Scan = %d, want 1", n)
 	}
+	// Its owner-index entry too (a creator that died between Create's
+	// acks may have left either out).
+	if listed, _, err := s.List(ctx, "bob", "", 10); err != nil || len(listed) != 1 || listed[0].ID != old.ID {
+		t.Fatalf("List(bob) after the first active Scan = %d tasks, %v; want the old record", len(listed), err)
+	}
 }
 
 func newTask() *taskstate.Task {

@@ -71,9 +71,9 @@ func (s *Store) index(ctx context.Context, t *taskstate.Task, ttl time.Duration)
 	return nil
 }
 
-// indexNew writes a new task's entries: its owner-index entry (an owned
-// task) and, when it is active, its active-index entry, in parallel.
-func (s *Store) indexNew(ctx context.Context, t *taskstate.Task) error {
+// newEntries are a new task's index entries: its owner-index entry (an
+// owned task) and, when it is active, its active-index entry.
+func (s *Store) newEntries(t *taskstate.Task) []*nats.Msg {
 	var msgs []*nats.Msg
 	if t.Owner != "" {
 		msgs = append(msgs, &nats.Msg{Subject: "$KV." + s.cfg.OwnerBucket + "." + indexKey(t)})
@@ -81,13 +81,7 @@ func (s *Store) indexNew(ctx context.Context, t *taskstate.Task) error {
 	if !t.Status.Terminal() {
 		msgs = append(msgs, &nats.Msg{Subject: s.activeSubject(t.Owner, t.ID)})
 	}
-	if len(msgs) == 0 {
-		return nil
-	}
-	if err := s.publishAll(ctx, msgs); err != nil {
-		return fmt.Errorf("natskv: index %s: %w", t.ID, err)
-	}
-	return nil
+	return msgs
 }
 
 // indexTerminal updates the entries of a task that has just turned

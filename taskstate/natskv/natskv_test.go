@@ -63,7 +63,7 @@ func TestContractFileStorage(t *testing.T) {
 	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
-// Create writes the owner-index entry just before the record, so List may
+// Create publishes the owner-index entry with the record, so List may
 // meet an entry whose record is still being written. It must leave such an
 // entry alone, or the task would never be listed.
 func TestListKeepsEntryOfCreateUnderWay(t *testing.T) {
@@ -104,6 +104,26 @@ func TestListKeepsEntryOfCreateUnderWay(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ID != task.ID {
 		t.Fatalf("List once the record is written = %d tasks, want the task", len(got))
+	}
+}
+
+// Create publishes the record and its index entries in one flight; when an
+// entry cannot be written, the record is taken back and Create fails, so no
+// task exists that tasks/list, the active count and the reaper cannot see.
+func TestCreateWithoutIndexLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	s, js, name := memoryStore(t)
+	ctx := t.Context()
+	if err := js.DeleteStream(ctx, "KV_"+name+"_tasks_owners"); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask()
+	task.Owner = "alice"
+	if err := s.Create(ctx, task); err == nil {
+		t.Fatal("Create with the owner bucket gone succeeded")
+	}
+	if got, err := s.Get(ctx, task.ID); !errors.Is(err, taskstate.ErrNotFound) {
+		t.Fatalf("after the failed Create, Get = %v, %v; want ErrNotFound", got, err)
 	}
 }
 

@@ -90,10 +90,13 @@ func TestRedisWaitReplicas(t *testing.T) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
 	testenv.Eventually(t, 10*time.Second, "the replica to sync", func() bool { return strings.Contains(replica.Output(), "MASTER <-> REPLICA sync: Finished") })
-	o := &Options{URL: primary.URL(), WaitReplicas: 1, WaitTimeout: 300 * time.Millisecond}
+	// A live replica gets a bound a loaded machine cannot miss; the frozen
+	// one the short bound whose expiry is the point.
+	o := &Options{URL: primary.URL(), WaitReplicas: 1, WaitTimeout: 10 * time.Second}
 	if err := connectRedisWith(t, o); err != nil {
 		t.Fatalf("with a live replica: %v", err)
 	}
+	o.WaitTimeout = 300 * time.Millisecond
 	if err := replica.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +117,7 @@ func TestRedisWaitReplicas(t *testing.T) {
 	}(); err != nil {
 		t.Fatalf("without waiting, the stopped replica must not matter: %v", err)
 	}
-	o.WaitReplicas = 1
+	o.WaitReplicas, o.WaitTimeout = 1, 10*time.Second
 	if err := connectRedisWith(t, o); err != nil {
 		t.Fatalf("with the replica back: %v", err)
 	}

@@ -33,10 +33,16 @@ import (
 //     (unlimited retention) it decodes.
 //   - An active record that is not a member: one written by an older
 //     version during a rolling upgrade, or restored by hand. Scan cannot
-//     find these through the set, so the first active Scan of a Store, and
-//     then one every Config.ReconcileEvery, first walks every record key as
-//     a full Scan does and adds the active records it finds. Until then the
-//     older replicas' own reapers, which still walk every key, cover them.
+//     find these through the set, so the first active Scan of a Store
+//     first walks every record key as a full Scan does and adds the active
+//     records it finds; every later one goes on with a sweep of the keys,
+//     one SCAN step (scanBatch keys) per Scan, and adds those it finds. A
+//     pass then costs the same whatever the retained history (a full walk
+//     every few minutes cost a reaper pass in proportion to it: 6.5 s of
+//     Redis work with a million retained records); in exchange such a
+//     record is found within (keys in the database ÷ scanBatch) passes,
+//     or at once by an api that starts. Until then the older replicas' own
+//     reapers, which still walk every key, cover them.
 
 // activeLua holds the helper the create and update scripts share.
 const activeLua = `
@@ -102,38 +108,54 @@ for i = 3, #ARGV, 2 do
 end
 return n`)
 
-// reconciler decides which active Scans walk every record key.
+// reconciler keeps the state of the index's repair: whether the full walk
+// of the first active Scan was done, and where the sweep goes on.
 type reconciler struct {
-	mu   sync.Mutex
-	next time.Time // zero: the next active Scan reconciles
+	mu     sync.Mutex
+	walked bool   // the full walk succeeded
+	cursor uint64 // the sweep's SCAN cursor (0: it starts over)
 }
 
-// due reports whether an active Scan at now reconciles, and if so counts it
-// as done until every has passed (a failed one calls retry).
-func (r *reconciler) due(now time.Time, every time.Duration) bool {
+// walk reports whether an active Scan walks every key (none has yet), and
+// if so counts it as done (a failed one calls retry).
+func (r *reconciler) walk() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Before(r.next) {
+	if r.walked {
 		return false
 	}
-	r.next = now.Add(every)
+	r.walked = true
 	return true
 }
 
 func (r *reconciler) retry() {
 	r.mu.Lock()
-	r.next = time.Time{}
+	r.walked = false
 	r.mu.Unlock()
 }
 
-// scanActive is Scan(active): through the index, after reconciling it when
-// due.
+func (r *reconciler) at() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cursor
+}
+
+func (r *reconciler) moveTo(cursor uint64) {
+	r.mu.Lock()
+	r.cursor = cursor
+	r.mu.Unlock()
+}
+
+// scanActive is Scan(active): through the index, after walking every key
+// (the first time) or one step of the sweep (every later time).
 func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) error {
-	if s.recon.due(time.Now(), s.cfg.ReconcileEvery) {
+	if s.recon.walk() {
 		if err := s.reconcile(ctx); err != nil {
 			s.recon.retry()
 			return err
 		}
+	} else if err := s.sweep(ctx); err != nil {
+		return err
 	}
 	var cursor uint64
 	for {
@@ -184,6 +206,31 @@ func (s *Store) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return s.mark(ctx, true, found)
+}
+
+// sweep takes the next SCAN step of the record keys (scanBatch keys) and
+// adds the active records among them to the index.
+func (s *Store) sweep(ctx context.Context) error {
+	keys, next, err := s.rdb.Scan(ctx, s.recon.at(), s.taskKey("*"), scanBatch).Result()
+	if err != nil {
+		return fmt.Errorf("redisstate: scan: %w", err)
+	}
+	s.recon.moveTo(next)
+	if len(keys) == 0 {
+		return nil
+	}
+	vals, err := scanRead.Run(ctx, s.rdb, keys, luaFlag(true)).Slice()
+	if err != nil {
+		return fmt.Errorf("redisstate: scan: %w", err)
+	}
+	var found []any // id, revision pairs
+	readRows(vals, func(t *taskstate.Task) bool {
+		if !t.Status.Terminal() {
+			found = append(found, t.ID, strconv.FormatUint(t.Revision, 10))
+		}
+		return true
+	})
 	return s.mark(ctx, true, found)
 }
 

@@ -24,7 +24,8 @@ import (
 // straight through the store's own Create and Update (fill.go). Then an api
 // with authentication on (HS256 tokens, that principal's) and a worker run
 // on each store, and in --history-rounds rounds, the counts one after the
-// other in each round:
+// other in each round (ascending in even rounds, descending in odd ones, so
+// a drift of the machine's load weighs on both alike):
 //
 //   - C clients run the task path for --duration after --warmup: api CPU µs
 //     per task from /proc/<pid>/stat;
@@ -37,7 +38,7 @@ import (
 // pile up beside the filled history (the filled records are kept 2 h).
 
 // historyPasses is how many reaper passes a round times per store.
-const historyPasses = 20
+const historyPasses = 200
 
 // Who the filled records belong to and who calls: the api trusts HS256
 // tokens of historyIssuer signed with a key the bench writes.
@@ -112,7 +113,7 @@ func runHistory(ctx context.Context, c *config, b *bins, opts backend.Options, b
 	for i, n := range c.historyCounts {
 		s := &historySet{records: n, prefix: fmt.Sprintf("%sh%d", prefix, i)}
 		out.sets = append(out.sets, s)
-		if opts.Broker == "asynq" {
+		if opts.Broker == "asynq" && c.redisGiven {
 			dropPrefix(cl, c.redisURL, s.prefix)
 		}
 		o := opts
@@ -162,7 +163,11 @@ func runHistory(ctx context.Context, c *config, b *bins, opts backend.Options, b
 // reaper on every set, the counts one after the other.
 func historyRounds(ctx context.Context, c *config, out *historyRun, pids map[string]int) error {
 	for round := range c.historyRounds {
-		for _, s := range out.sets {
+		sets := slices.Clone(out.sets)
+		if round%2 == 1 {
+			slices.Reverse(sets)
+		}
+		for _, s := range sets {
 			logf("history: round %d/%d, %d records: task path, %d clients", round+1, c.historyRounds, s.records, c.conc)
 			p := map[string]int{"api": s.sys.api.Pid(), "worker": s.sys.worker.Pid(), "broker": pids["broker"], "bench": pids["bench"]}
 			begin := time.Now()
@@ -180,7 +185,7 @@ func historyRounds(ctx context.Context, c *config, out *historyRun, pids map[str
 			s.loads = append(s.loads, res)
 			logf("history: %d records: %.0f tasks/s, api %.0f µs/task, %d errors", s.records, res.rate(), perTask(res, "api"), res.errs)
 		}
-		for _, s := range out.sets {
+		for _, s := range sets {
 			f, err := timeReaper(ctx, s.prod, historyPasses, pids["broker"])
 			if err != nil {
 				return err

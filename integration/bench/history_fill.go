@@ -63,6 +63,10 @@ func fillHistory(ctx context.Context, st taskstate.Store, owner, tool string, n,
 	return time.Since(began), ctx.Err()
 }
 
+// fillTries is how often a write of the fill is tried: a broker this busy
+// may let a write time out (one that may have landed: see fillOne).
+const fillTries = 5
+
 // fillOne writes one record: terminal, or in flight under a live lease.
 func fillOne(ctx context.Context, st taskstate.Store, owner, tool string, terminal bool) error {
 	now := time.Now().UTC()
@@ -73,13 +77,44 @@ func fillOne(ctx context.Context, st taskstate.Store, owner, tool string, termin
 	}
 	if !terminal {
 		t.Lease = &taskstate.Lease{Worker: "bench-history", Expires: now.Add(historyKeep)}
-		return st.Create(ctx, t)
 	}
-	if err := st.Create(ctx, t); err != nil {
+	err := st.Create(ctx, t)
+	for try := 1; err != nil && try < fillTries && ctx.Err() == nil; try++ {
+		if err = st.Create(ctx, t); errors.Is(err, taskstate.ErrExists) {
+			// The write that timed out landed; its revision is unknown.
+			if !terminal {
+				return nil
+			}
+			return finishFill(ctx, st, t.ID)
+		}
+	}
+	if err != nil || !terminal {
 		return err
 	}
 	t.Status, t.Result, t.LastUpdatedAt = taskstate.Completed, fillResult, time.Now().UTC()
-	return st.Update(ctx, t)
+	if err := st.Update(ctx, t); err == nil {
+		return nil
+	}
+	return finishFill(ctx, st, t.ID)
+}
+
+// finishFill completes the record id after a write that failed (and may
+// have landed), reading it first.
+func finishFill(ctx context.Context, st taskstate.Store, id string) error {
+	var err error
+	for range fillTries {
+		_, err = taskstate.Mutate(ctx, st, id, time.Now, func(t *taskstate.Task) error {
+			if t.Status.Terminal() {
+				return taskstate.ErrSkip
+			}
+			t.Status, t.Result = taskstate.Completed, fillResult
+			return nil
+		})
+		if err == nil || errors.Is(err, taskstate.ErrSkip) || ctx.Err() != nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // dropPrefix removes the Redis keys of prefix at the end (a --redis the

@@ -95,7 +95,7 @@ func printHistory(w io.Writer, c *config, name string, h *historyRun) {
 			s.records, s.fill.Seconds(), float64(s.records)/max(s.fill.Seconds(), 1e-3), f.apiUs, f.workerUs, f.brokerUs, f.rate,
 			f.reapCPU, f.reapWall, f.reapBroker, msOf(s.first.cpu), msOf(s.first.wall), s.startCPU, float64(s.apiKiB)/1024)
 		if f.errs > 0 {
-			fmt.Fprintf(w, "%10s %d errors in the task path\n", "", f.errs)
+			fmt.Fprintf(w, "%10s %d errors in the task path, the first: %s\n", "", f.errs, firstErr(s.loads))
 		}
 	}
 	lo, hi := h.sets[0], h.sets[len(h.sets)-1]
@@ -120,4 +120,14 @@ func printHistory(w io.Writer, c *config, name string, h *historyRun) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "in flight during the reaper passes: %d of the principal's tasks (a live lease each); the 1st pass of a fresh store connection reads every record once (index repair)\n", c.historyActive)
+}
+
+// firstErr is the first error message of the rounds.
+func firstErr(loads []*result) string {
+	for _, r := range loads {
+		if r.errMsg != "" {
+			return r.errMsg
+		}
+	}
+	return ""
 }

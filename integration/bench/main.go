@@ -121,7 +121,7 @@ func main() {
 	fs.DurationVar(&c.rssSettle, "rss-settle", 5*time.Second, "rss: idle time before each reading")
 	historyRecords := fs.String("history-records", "1000,1000000", "history: retained terminal records of the calling principal, a store filled for each count (ascending; the last is compared with the first)")
 	fs.IntVar(&c.historyActive, "history-active", 100, "history: the principal's tasks in flight besides (a live lease each: the reaper reads them)")
-	fs.IntVar(&c.historyRounds, "history-rounds", 3, "history: rounds of task path and reaper passes over the counts (medians compared)")
+	fs.IntVar(&c.historyRounds, "history-rounds", 5, "history: rounds of task path and reaper passes over the counts (medians compared)")
 	_ = fs.Parse(os.Args[1:])
 	if c.phase != "all" && c.phase != "rss" && c.phase != "large" && c.phase != "history" || c.rssFirst < 1 || c.rssTasks < c.rssFirst || c.largeTasks < 1 || c.largeBytes < 1 {
 		fmt.Fprintln(os.Stderr, "bench: --phase all|rss|large|history, 1 ≤ --rss-first ≤ --rss-tasks, --large-tasks and --large-bytes ≥ 1")

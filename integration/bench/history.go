@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,9 +67,10 @@ type historySet struct {
 
 // historyRun is the phase's outcome on one backend.
 type historyRun struct {
-	sets  []*historySet
-	conc  int
-	fillW int // writers of the fill
+	sets []*historySet
+	// profile names the file of a CPU profile (with --pprof)
+	profile func(what string) string
+	conc    int
 }
 
 // parseCounts parses --history-records: ascending counts ≥ 0, at least two.
@@ -99,7 +101,12 @@ func runHistory(ctx context.Context, c *config, b *bins, opts backend.Options, b
 	if err != nil {
 		return nil, err
 	}
-	out := &historyRun{conc: c.conc, fillW: fillWriters}
+	out := &historyRun{conc: c.conc, profile: func(what string) string {
+		if c.pprofDir == "" {
+			return ""
+		}
+		return filepath.Join(c.pprofDir, opts.Broker+"-"+what+".pprof")
+	}}
 	defer func() {
 		for _, s := range out.sets {
 			if s.sys != nil {
@@ -172,7 +179,12 @@ func historyRounds(ctx context.Context, c *config, out *historyRun, pids map[str
 			p := map[string]int{"api": s.sys.api.Pid(), "worker": s.sys.worker.Pid(), "broker": pids["broker"], "bench": pids["bench"]}
 			begin := time.Now()
 			w := window{from: begin.Add(c.warmup), to: begin.Add(c.warmup + c.duration)}
+			wait := func() {}
+			if round == 0 && s.sys.pprof != "" {
+				wait = profileProcs(ctx, map[string]string{"api": s.sys.pprof}, w, out.profile)(fmt.Sprintf("history-%d", s.records))
+			}
 			res, err := drive(ctx, fmt.Sprintf("%d records", s.records), c.conc, w, p, s.sys.cli.taskOp(c.call, c.poll))
+			wait()
 			if err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 type histSystem struct {
 	api, worker *proc
 	cli         *mcp
+	pprof       string // with --pprof: the api's net/http/pprof base URL
 	started     time.Time
 	stops       []func()
 }
@@ -54,7 +55,16 @@ func startSystem(ctx context.Context, c *config, b *bins, beArgs []string, prefi
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	common := append(append([]string{}, beArgs...), "--prefix", prefix, "--log-json", "--log-level", c.logLevel, "--shutdown-grace", "2s")
 	s := &histSystem{started: time.Now()}
-	s.api, err = start("api "+prefix, b.api, nil, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+	var env []string
+	if c.pprofDir != "" {
+		pp, err := procs.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		env = []string{fmt.Sprintf("MCPQ_BENCH_PPROF=127.0.0.1:%d", pp)}
+		s.pprof = fmt.Sprintf("http://127.0.0.1:%d", pp)
+	}
+	s.api, err = start("api "+prefix, b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		"--inline-wait", c.inlineWait.String(), "--task-ttl", "1s",
 		"--auth-hs256-key-file", keyFile, "--auth-issuer", historyIssuer)...)
 	if err != nil {

@@ -22,6 +22,7 @@ type histSystem struct {
 	cli         *mcp
 	pprof       string // with --pprof: the api's net/http/pprof base URL
 	started     time.Time
+	healthy     time.Time // when the api first answered /healthz
 	stops       []func()
 }
 
@@ -77,6 +78,7 @@ func startSystem(ctx context.Context, c *config, b *bins, beArgs []string, prefi
 		s.stop()
 		return nil, err
 	}
+	s.healthy = time.Now()
 	s.worker, err = start("worker "+prefix, b.worker, nil, append(common, "--concurrency", fmt.Sprint(c.workerConc))...)
 	if err != nil {
 		s.stop()
@@ -116,18 +118,20 @@ func (s *histSystem) alive() error {
 	return nil
 }
 
-// quietAfter is how long after its start an api has run its first reaper
-// pass (the api's --reap-interval, 5s, and a margin).
+// quietAfter is how long after it answers /healthz an api has begun its
+// first reaper pass: its reaper starts before it serves, and passes once
+// --reap-interval (5s) has gone by; a margin for a loaded machine.
 const quietAfter = 7 * time.Second
 
-// waitQuiet waits until the api has run its first reaper pass and used
-// less than 2% of a core over a second, and returns the CPU seconds it
+// waitQuiet waits until the api has begun its first reaper pass and then
+// used less than 2% of a core in each of two seconds in a row (the pass,
+// which reads every record once, is over), and returns the CPU seconds it
 // used since it started.
 func (s *histSystem) waitQuiet(ctx context.Context) (float64, error) {
 	pid := s.api.Pid()
 	last, _ := procCPU(pid)
 	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	for quiet := 0; quiet < 2; {
 		if err := procs.Sleep(ctx, time.Second); err != nil {
 			return 0, err
 		}
@@ -135,14 +139,16 @@ func (s *histSystem) waitQuiet(ctx context.Context) (float64, error) {
 			return 0, err
 		}
 		now, _ := procCPU(pid)
-		if time.Since(s.started) > quietAfter && now-last < 0.02 {
-			return now, nil
+		quiet++
+		if now-last >= 0.02 || time.Since(s.healthy) < quietAfter {
+			quiet = 0
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("api %d still busy 10 minutes after its start", pid)
 		}
 		last = now
 	}
+	return last, nil
 }
 
 // cpuSelf is the CPU time the bench process used so far.

@@ -35,8 +35,10 @@ import (
 //     pass, and the broker's CPU meanwhile.
 //
 // The medians over the rounds are compared, the largest count's ÷ the
-// smallest's. The apis run with --task-ttl 1s, so the measured tasks do not
-// pile up beside the filled history (the filled records are kept 2 h).
+// smallest's. The apis run with --task-ttl 10s, so the measured tasks do not
+// pile up beside the filled history (the filled records are kept 2 h). On
+// Asynq each count has a redis-server of its own (one system's Redis holds
+// its own records), unless --redis names one.
 
 // historyPasses is how many reaper passes a round times per store.
 const historyPasses = 200
@@ -63,6 +65,10 @@ type historySet struct {
 	loads    []*result     // the task path, per round
 	reaps    []reapFigures // per round
 	apiKiB   int64
+	// beArgs and brokerPid reach this set's broker: on Asynq a
+	// redis-server of its own per count, unless --redis named one
+	beArgs    []string
+	brokerPid int
 }
 
 // historyRun is the phase's outcome on one backend.
@@ -118,12 +124,20 @@ func runHistory(ctx context.Context, c *config, b *bins, opts backend.Options, b
 		}
 	}()
 	for i, n := range c.historyCounts {
-		s := &historySet{records: n, prefix: fmt.Sprintf("%sh%d", prefix, i)}
+		s := &historySet{records: n, prefix: fmt.Sprintf("%sh%d", prefix, i), beArgs: beArgs, brokerPid: pids["broker"]}
 		out.sets = append(out.sets, s)
+		o := opts
+		if opts.Broker == "asynq" && !c.redisGiven && i > 0 {
+			// One system's Redis holds its own records only.
+			if o.RedisURL, s.brokerPid, err = startPrivateRedis(ctx, cl); err != nil {
+				return nil, err
+			}
+			s.beArgs = slices.Clone(beArgs)
+			s.beArgs[slices.Index(s.beArgs, "--redis")+1] = o.RedisURL
+		}
 		if opts.Broker == "asynq" && c.redisGiven {
 			dropPrefix(cl, c.redisURL, s.prefix)
 		}
-		o := opts
 		o.Prefix = s.prefix
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s.be, err = o.Connect(cctx, "bench-history", zerolog.Nop())
@@ -139,13 +153,13 @@ func runHistory(ctx context.Context, c *config, b *bins, opts backend.Options, b
 		logf("history: %d records in %s (%.0f records/s)", n, s.fill.Round(100*time.Millisecond), float64(n)/max(s.fill.Seconds(), 1e-3))
 		// The first pass of a fresh connection repairs the index from
 		// every record (once per Store); the api's first pass does the same.
-		if s.first, err = timeReaper(ctx, s.prod, 1, pids["broker"]); err != nil {
+		if s.first, err = timeReaper(ctx, s.prod, 1, s.brokerPid); err != nil {
 			return nil, err
 		}
 		logf("history: %d records: first reaper pass %s wall, %s CPU", n, s.first.wall, s.first.cpu)
 	}
 	for _, s := range out.sets {
-		if s.sys, err = startSystem(ctx, c, b, beArgs, s.prefix, keyFile, key, cl); err != nil {
+		if s.sys, err = startSystem(ctx, c, b, s.beArgs, s.prefix, keyFile, key, cl); err != nil {
 			return nil, err
 		}
 	}
@@ -176,7 +190,7 @@ func historyRounds(ctx context.Context, c *config, out *historyRun, pids map[str
 		}
 		for _, s := range sets {
 			logf("history: round %d/%d, %d records: task path, %d clients", round+1, c.historyRounds, s.records, c.conc)
-			p := map[string]int{"api": s.sys.api.Pid(), "worker": s.sys.worker.Pid(), "broker": pids["broker"], "bench": pids["bench"]}
+			p := map[string]int{"api": s.sys.api.Pid(), "worker": s.sys.worker.Pid(), "broker": s.brokerPid, "bench": pids["bench"]}
 			begin := time.Now()
 			w := window{from: begin.Add(c.warmup), to: begin.Add(c.warmup + c.duration)}
 			wait := func() {}
@@ -198,7 +212,7 @@ func historyRounds(ctx context.Context, c *config, out *historyRun, pids map[str
 			logf("history: %d records: %.0f tasks/s, api %.0f µs/task, %d errors", s.records, res.rate(), perTask(res, "api"), res.errs)
 		}
 		for _, s := range sets {
-			f, err := timeReaper(ctx, s.prod, historyPasses, pids["broker"])
+			f, err := timeReaper(ctx, s.prod, historyPasses, s.brokerPid)
 			if err != nil {
 				return err
 			}

@@ -132,31 +132,31 @@ func dropPrefix(cl *cleanup, url, prefix string) {
 
 // startPrivateRedis runs a redis-server of the bench's own on a free
 // loopback port, without persistence, until cleanup: a million records do
-// not belong in a Redis other programs use. It returns its URL.
-func startPrivateRedis(ctx context.Context, cl *cleanup) (string, error) {
+// not belong in a Redis other programs use. It returns its URL and pid.
+func startPrivateRedis(ctx context.Context, cl *cleanup) (string, int, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		return "", errors.New("--phase history on asynq starts a redis-server of its own: none on PATH (Debian: apt-get install redis-server), or give --redis")
+		return "", 0, errors.New("--phase history on asynq starts a redis-server of its own: none on PATH (Debian: apt-get install redis-server), or give --redis")
 	}
 	port, err := procs.FreePort()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	dir, err := os.MkdirTemp("", "mcpq-bench-redis-")
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	p, err := start("redis-server", bin, nil, "--port", fmt.Sprint(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no")
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return "", err
+		return "", 0, err
 	}
 	stop := cl.add("stop redis-server", func() { p.Stop(5 * time.Second); _ = os.RemoveAll(dir) })
 	if err := p.waitOutput(ctx, "Ready to accept connections", 20*time.Second); err != nil {
 		stop()
-		return "", err
+		return "", 0, err
 	}
-	return fmt.Sprintf("redis://127.0.0.1:%d/0", port), nil
+	return fmt.Sprintf("redis://127.0.0.1:%d/0", port), p.Pid(), nil
 }
 
 // setHistory checks the history flags and parses --history-records.
@@ -179,7 +179,7 @@ func (c *config) historyRedis(ctx context.Context, cl *cleanup) error {
 	if c.phase != "history" || c.redisGiven || !slices.Contains(c.brokers, "asynq") {
 		return nil
 	}
-	url, err := startPrivateRedis(ctx, cl)
+	url, _, err := startPrivateRedis(ctx, cl)
 	if err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func startSystem(ctx context.Context, c *config, b *bins, beArgs []string, prefi
 	s.api, err = start("api "+prefix, b.api, env, append(common, "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 		// Between rounds one count's clients sit idle while the others
 		// run: their connections must outlast that.
-		"--inline-wait", c.inlineWait.String(), "--task-ttl", "1s", "--idle-timeout", "10m",
+		"--inline-wait", c.inlineWait.String(), "--task-ttl", "10s", "--idle-timeout", "10m",
 		"--auth-hs256-key-file", keyFile, "--auth-issuer", historyIssuer)...)
 	if err != nil {
 		return nil, err

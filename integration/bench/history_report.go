@@ -47,16 +47,20 @@ func timeReaper(ctx context.Context, p *producer.Producer, passes, brokerPid int
 // historyFigures are one set's medians over the rounds.
 type historyFigures struct {
 	apiUs, workerUs, brokerUs, rate float64
+	inline, gets                    float64 // share answered inline, tasks/get per task
 	reapCPU, reapWall, reapBroker   float64 // ms per pass
 	errs                            int
 }
 
 func (s *historySet) figures() historyFigures {
 	var f historyFigures
-	var api, wrk, brk, rate, cpu, wall, bro []float64
+	var api, wrk, brk, rate, cpu, wall, bro, inl, gets []float64
 	for _, r := range s.loads {
 		api, wrk, brk = append(api, perTask(r, "api")), append(wrk, perTask(r, "worker")), append(brk, perTask(r, "broker"))
 		rate = append(rate, r.rate())
+		if r.ops > 0 {
+			inl, gets = append(inl, float64(r.inline)/float64(r.ops)), append(gets, float64(r.polls)/float64(r.ops))
+		}
 		f.errs += r.errs
 	}
 	for _, r := range s.reaps {
@@ -65,6 +69,7 @@ func (s *historySet) figures() historyFigures {
 	}
 	f.apiUs, f.workerUs, f.brokerUs, f.rate = median(api), median(wrk), median(brk), median(rate)
 	f.reapCPU, f.reapWall, f.reapBroker = median(cpu), median(wall), median(bro)
+	f.inline, f.gets = median(inl), median(gets)
 	return f
 }
 
@@ -85,14 +90,14 @@ func verdict(ratio float64) string {
 func printHistory(w io.Writer, c *config, name string, h *historyRun) {
 	fmt.Fprintf(w, "\n== %s: cost with history (auth on, one principal; task path %d clients × %s per round; %d reaper passes per round; medians of %d rounds) ==\n",
 		name, h.conc, c.duration, historyPasses, c.historyRounds)
-	fmt.Fprintf(w, "%10s %8s %9s %9s %9s %9s %8s %9s %9s %9s %11s %11s %9s %8s\n",
-		"retained", "fill s", "fill/s", "api", "worker", "broker", "tasks/s", "reap CPU", "reap wall", "reap brk", "1st pass", "1st pass", "api start", "api RSS")
-	fmt.Fprintf(w, "%10s %8s %9s %9s %9s %9s %8s %9s %9s %9s %11s %11s %9s %8s\n",
-		"records", "", "records", "µs/task", "µs/task", "µs/task", "", "ms/pass", "ms/pass", "ms/pass", "CPU ms", "wall ms", "CPU s", "MiB")
+	fmt.Fprintf(w, "%10s %8s %9s %9s %9s %9s %8s %7s %9s %9s %9s %9s %11s %11s %9s %8s\n",
+		"retained", "fill s", "fill/s", "api", "worker", "broker", "tasks/s", "inline", "gets/task", "reap CPU", "reap wall", "reap brk", "1st pass", "1st pass", "api start", "api RSS")
+	fmt.Fprintf(w, "%10s %8s %9s %9s %9s %9s %8s %7s %9s %9s %9s %9s %11s %11s %9s %8s\n",
+		"records", "", "records", "µs/task", "µs/task", "µs/task", "", "", "", "ms/pass", "ms/pass", "ms/pass", "CPU ms", "wall ms", "CPU s", "MiB")
 	for _, s := range h.sets {
 		f := s.figures()
-		fmt.Fprintf(w, "%10d %8.1f %9.0f %9.0f %9.0f %9.0f %8.0f %9.3f %9.3f %9.3f %11.1f %11.1f %9.2f %8.1f\n",
-			s.records, s.fill.Seconds(), float64(s.records)/max(s.fill.Seconds(), 1e-3), f.apiUs, f.workerUs, f.brokerUs, f.rate,
+		fmt.Fprintf(w, "%10d %8.1f %9.0f %9.0f %9.0f %9.0f %8.0f %6.0f%% %9.2f %9.3f %9.3f %9.3f %11.1f %11.1f %9.2f %8.1f\n",
+			s.records, s.fill.Seconds(), float64(s.records)/max(s.fill.Seconds(), 1e-3), f.apiUs, f.workerUs, f.brokerUs, f.rate, 100*f.inline, f.gets,
 			f.reapCPU, f.reapWall, f.reapBroker, msOf(s.first.cpu), msOf(s.first.wall), s.startCPU, float64(s.apiKiB)/1024)
 		if f.errs > 0 {
 			fmt.Fprintf(w, "%10s %d errors in the task path, the first: %s\n", "", f.errs, firstErr(s.loads))

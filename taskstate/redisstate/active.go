@@ -35,14 +35,15 @@ import (
 //     version during a rolling upgrade, or restored by hand. Scan cannot
 //     find these through the set, so the first active Scan of a Store
 //     first walks every record key as a full Scan does and adds the active
-//     records it finds; every later one goes on with a sweep of the keys,
-//     one SCAN step (scanBatch keys) per Scan, and adds those it finds. A
-//     pass then costs the same whatever the retained history (a full walk
-//     every few minutes cost a reaper pass in proportion to it: 6.5 s of
-//     Redis work with a million retained records); in exchange such a
-//     record is found within (keys in the database ÷ scanBatch) passes,
-//     or at once by an api that starts. Until then the older replicas' own
-//     reapers, which still walk every key, cover them.
+//     records it finds. If it found any, an older version writes (or
+//     wrote) here, and every later active Scan goes on with a sweep of the
+//     keys, one SCAN step (scanBatch keys) per Scan, adding those it finds,
+//     until a whole sweep finds none. Otherwise active Scans read the
+//     index alone, at a cost that does not grow with the retained history
+//     (a full walk every 10 minutes, as before, cost 5–15 s of Redis work
+//     with a million retained records). The older replicas' own reapers,
+//     which still walk every key, cover the records they write while they
+//     run; an api that starts walks every key again.
 
 // activeLua holds the helper the create and update scripts share.
 const activeLua = `
@@ -111,9 +112,11 @@ return n`)
 // reconciler keeps the state of the index's repair: whether the full walk
 // of the first active Scan was done, and where the sweep goes on.
 type reconciler struct {
-	mu     sync.Mutex
-	walked bool   // the full walk succeeded
-	cursor uint64 // the sweep's SCAN cursor (0: it starts over)
+	mu       sync.Mutex
+	walked   bool   // the full walk succeeded
+	sweeping bool   // it, or the sweep under way, found unindexed records
+	found    bool   // the sweep under way found some
+	cursor   uint64 // the sweep's SCAN cursor (0: it starts over)
 }
 
 // walk reports whether an active Scan walks every key (none has yet), and
@@ -134,20 +137,33 @@ func (r *reconciler) retry() {
 	r.mu.Unlock()
 }
 
-func (r *reconciler) at() uint64 {
+// walkedFound records what the full walk found: whether to sweep.
+func (r *reconciler) walkedFound(added int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.cursor
-}
-
-func (r *reconciler) moveTo(cursor uint64) {
-	r.mu.Lock()
-	r.cursor = cursor
+	r.sweeping, r.found, r.cursor = added > 0, false, 0
 	r.mu.Unlock()
 }
 
+// step reports whether an active Scan takes a sweep step, and from where.
+func (r *reconciler) step() (cursor uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cursor, r.sweeping
+}
+
+// stepped records a sweep step that found added unindexed records and
+// ended at cursor: a whole sweep that found none ends the sweeping.
+func (r *reconciler) stepped(cursor uint64, added int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cursor, r.found = cursor, r.found || added > 0
+	if cursor == 0 {
+		r.sweeping, r.found = r.found, false
+	}
+}
+
 // scanActive is Scan(active): through the index, after walking every key
-// (the first time) or one step of the sweep (every later time).
+// (the first time) or one step of the sweep (while it runs).
 func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) error {
 	if s.recon.walk() {
 		if err := s.reconcile(ctx); err != nil {
@@ -181,7 +197,7 @@ func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) e
 				}
 				return fn(t)
 			})
-			if err := s.mark(ctx, false, finished); err != nil {
+			if _, err := s.mark(ctx, false, finished); err != nil {
 				return err
 			}
 			if !more {
@@ -206,18 +222,27 @@ func (s *Store) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.mark(ctx, true, found)
+	added, err := s.mark(ctx, true, found)
+	if err != nil {
+		return err
+	}
+	s.recon.walkedFound(added)
+	return nil
 }
 
 // sweep takes the next SCAN step of the record keys (scanBatch keys) and
 // adds the active records among them to the index.
 func (s *Store) sweep(ctx context.Context) error {
-	keys, next, err := s.rdb.Scan(ctx, s.recon.at(), s.taskKey("*"), scanBatch).Result()
+	cursor, ok := s.recon.step()
+	if !ok {
+		return nil
+	}
+	keys, next, err := s.rdb.Scan(ctx, cursor, s.taskKey("*"), scanBatch).Result()
 	if err != nil {
 		return fmt.Errorf("redisstate: scan: %w", err)
 	}
-	s.recon.moveTo(next)
 	if len(keys) == 0 {
+		s.recon.stepped(next, 0)
 		return nil
 	}
 	vals, err := scanRead.Run(ctx, s.rdb, keys, luaFlag(true)).Slice()
@@ -231,21 +256,29 @@ func (s *Store) sweep(ctx context.Context) error {
 		}
 		return true
 	})
-	return s.mark(ctx, true, found)
+	added, err := s.mark(ctx, true, found)
+	if err != nil {
+		return err
+	}
+	s.recon.stepped(next, added)
+	return nil
 }
 
 // mark adds (active) or removes the ids of id, revision pairs, a batch per
-// script call.
-func (s *Store) mark(ctx context.Context, active bool, pairs []any) error {
+// script call, and returns how many it added or removed.
+func (s *Store) mark(ctx context.Context, active bool, pairs []any) (int, error) {
+	changed := 0
 	for len(pairs) > 0 {
 		n := min(len(pairs), 2*scanBatch)
 		args := append([]any{s.taskKey(""), luaFlag(active)}, pairs[:n]...)
-		if err := markScript.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Err(); err != nil {
-			return fmt.Errorf("redisstate: scan: active index: %w", err)
+		c, err := markScript.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Int()
+		if err != nil {
+			return changed, fmt.Errorf("redisstate: scan: active index: %w", err)
 		}
+		changed += c
 		pairs = pairs[n:]
 	}
-	return nil
+	return changed, nil
 }
 
 // Each owner has a set of its own active tasks too, <prefix>owner:{<owner

@@ -23,6 +23,7 @@ type mcp struct {
 	path string
 	pool *conns
 	seq  atomic.Int64
+	auth []byte // header lines every request carries ("Authorization: Bearer …\r\n"), or none
 }
 
 // newMCP returns a client of the MCP endpoint at url
@@ -107,6 +108,7 @@ func (m *mcp) call(ctx context.Context, method, name, params string, tasks bool,
 	h = append(h, "Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: "...)
 	h = append(h, method...)
 	h = append(h, "\r\n"...)
+	h = append(h, m.auth...)
 	if name != "" {
 		h = append(h, "Mcp-Name: "...)
 		h = append(h, name...)

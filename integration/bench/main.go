@@ -78,6 +78,10 @@ type config struct {
 	// --phase large: the api serving large results (large.go)
 	largeTasks, largeBytes int
 	rssSettle              time.Duration
+	// --phase history: costs with retained records (history.go)
+	historyCounts                []int
+	historyActive, historyRounds int
+	redisGiven                   bool // --redis or MCPQ_TEST_REDIS named a Redis
 }
 
 func main() {
@@ -115,9 +119,16 @@ func main() {
 	fs.IntVar(&c.rssFirst, "rss-first", 10000, "rss: first reading after this many completed tasks")
 	fs.IntVar(&c.rssTasks, "rss-tasks", 100000, "rss: second reading after this many completed tasks")
 	fs.DurationVar(&c.rssSettle, "rss-settle", 5*time.Second, "rss: idle time before each reading")
+	historyRecords := fs.String("history-records", "1000,1000000", "history: retained terminal records of the calling principal, a store filled for each count (ascending; the last is compared with the first)")
+	fs.IntVar(&c.historyActive, "history-active", 100, "history: the principal's tasks in flight besides (a live lease each: the reaper reads them)")
+	fs.IntVar(&c.historyRounds, "history-rounds", 5, "history: rounds of task path and reaper passes over the counts (medians compared)")
 	_ = fs.Parse(os.Args[1:])
-	if c.phase != "all" && c.phase != "rss" && c.phase != "large" || c.rssFirst < 1 || c.rssTasks < c.rssFirst || c.largeTasks < 1 || c.largeBytes < 1 {
-		fmt.Fprintln(os.Stderr, "bench: --phase all|rss|large, 1 ≤ --rss-first ≤ --rss-tasks, --large-tasks and --large-bytes ≥ 1")
+	if c.phase != "all" && c.phase != "rss" && c.phase != "large" && c.phase != "history" || c.rssFirst < 1 || c.rssTasks < c.rssFirst || c.largeTasks < 1 || c.largeBytes < 1 {
+		fmt.Fprintln(os.Stderr, "bench: --phase all|rss|large|history, 1 ≤ --rss-first ≤ --rss-tasks, --large-tasks and --large-bytes ≥ 1")
+		os.Exit(2)
+	}
+	if err := c.setHistory(fs, *historyRecords); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
 	}
 	switch brokerFlag {
@@ -257,6 +268,8 @@ type backendRun struct {
 	idleCmds                 float64   // asynq: Redis commands/s while idle
 	durability               string
 	err                      error
+
+	history *historyRun // --phase history
 }
 
 func run(ctx context.Context, c *config, cl *cleanup) error {
@@ -284,6 +297,9 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		}
 	}
 
+	if err := c.historyRedis(ctx, cl); err != nil {
+		return err
+	}
 	var runs []*backendRun
 	for _, name := range c.brokers {
 		r := runBackend(ctx, c, b, name, cl)
@@ -298,6 +314,10 @@ func run(ctx context.Context, c *config, cl *cleanup) error {
 		case "large":
 			if r.large != nil {
 				printLarge(os.Stdout, r.name, r.large)
+			}
+		case "history":
+			if r.history != nil {
+				printHistory(os.Stdout, c, r.name, r.history)
 			}
 		default:
 			printBackend(os.Stdout, c, r)
@@ -466,6 +486,11 @@ func runBackend(ctx context.Context, c *config, b *bins, name string, cl *cleanu
 			return filepath.Join(c.pprofDir, name+"-"+what+".pprof")
 		}
 
+		if c.phase == "history" {
+			var err error
+			r.history, err = runHistory(ctx, c, b, opts, beArgs, prefix, pids, cl)
+			return err
+		}
 		if err := ceilings(ctx, c, r, opts, prefix, pids, prof); err != nil {
 			return err
 		}

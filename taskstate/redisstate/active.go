@@ -33,10 +33,17 @@ import (
 //     (unlimited retention) it decodes.
 //   - An active record that is not a member: one written by an older
 //     version during a rolling upgrade, or restored by hand. Scan cannot
-//     find these through the set, so the first active Scan of a Store, and
-//     then one every Config.ReconcileEvery, first walks every record key as
-//     a full Scan does and adds the active records it finds. Until then the
-//     older replicas' own reapers, which still walk every key, cover them.
+//     find these through the set, so the first active Scan of a Store
+//     first walks every record key as a full Scan does and adds the active
+//     records it finds. If it found any, an older version writes (or
+//     wrote) here, and every later active Scan goes on with a sweep of the
+//     keys, one SCAN step (scanBatch keys) per Scan, adding those it finds,
+//     until a whole sweep finds none. Otherwise active Scans read the
+//     index alone, at a cost that does not grow with the retained history
+//     (a full walk every 10 minutes, as before, cost 5–15 s of Redis work
+//     with a million retained records). The older replicas' own reapers,
+//     which still walk every key, cover the records they write while they
+//     run; an api that starts walks every key again.
 
 // activeLua holds the helper the create and update scripts share.
 const activeLua = `
@@ -102,38 +109,69 @@ for i = 3, #ARGV, 2 do
 end
 return n`)
 
-// reconciler decides which active Scans walk every record key.
+// reconciler keeps the state of the index's repair: whether the full walk
+// of the first active Scan was done, and where the sweep goes on.
 type reconciler struct {
-	mu   sync.Mutex
-	next time.Time // zero: the next active Scan reconciles
+	mu       sync.Mutex
+	walked   bool   // the full walk succeeded
+	sweeping bool   // it, or the sweep under way, found unindexed records
+	found    bool   // the sweep under way found some
+	cursor   uint64 // the sweep's SCAN cursor (0: it starts over)
 }
 
-// due reports whether an active Scan at now reconciles, and if so counts it
-// as done until every has passed (a failed one calls retry).
-func (r *reconciler) due(now time.Time, every time.Duration) bool {
+// walk reports whether an active Scan walks every key (none has yet), and
+// if so counts it as done (a failed one calls retry).
+func (r *reconciler) walk() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if now.Before(r.next) {
+	if r.walked {
 		return false
 	}
-	r.next = now.Add(every)
+	r.walked = true
 	return true
 }
 
 func (r *reconciler) retry() {
 	r.mu.Lock()
-	r.next = time.Time{}
+	r.walked = false
 	r.mu.Unlock()
 }
 
-// scanActive is Scan(active): through the index, after reconciling it when
-// due.
+// walkedFound records what the full walk found: whether to sweep.
+func (r *reconciler) walkedFound(added int) {
+	r.mu.Lock()
+	r.sweeping, r.found, r.cursor = added > 0, false, 0
+	r.mu.Unlock()
+}
+
+// step reports whether an active Scan takes a sweep step, and from where.
+func (r *reconciler) step() (cursor uint64, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cursor, r.sweeping
+}
+
+// stepped records a sweep step that found added unindexed records and
+// ended at cursor: a whole sweep that found none ends the sweeping.
+func (r *reconciler) stepped(cursor uint64, added int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cursor, r.found = cursor, r.found || added > 0
+	if cursor == 0 {
+		r.sweeping, r.found = r.found, false
+	}
+}
+
+// scanActive is Scan(active): through the index, after walking every key
+// (the first time) or one step of the sweep (while it runs).
 func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) error {
-	if s.recon.due(time.Now(), s.cfg.ReconcileEvery) {
+	if s.recon.walk() {
 		if err := s.reconcile(ctx); err != nil {
 			s.recon.retry()
 			return err
 		}
+	} else if err := s.sweep(ctx); err != nil {
+		return err
 	}
 	var cursor uint64
 	for {
@@ -159,7 +197,7 @@ func (s *Store) scanActive(ctx context.Context, fn func(*taskstate.Task) bool) e
 				}
 				return fn(t)
 			})
-			if err := s.mark(ctx, false, finished); err != nil {
+			if _, err := s.mark(ctx, false, finished); err != nil {
 				return err
 			}
 			if !more {
@@ -184,21 +222,63 @@ func (s *Store) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.mark(ctx, true, found)
+	added, err := s.mark(ctx, true, found)
+	if err != nil {
+		return err
+	}
+	s.recon.walkedFound(added)
+	return nil
+}
+
+// sweep takes the next SCAN step of the record keys (scanBatch keys) and
+// adds the active records among them to the index.
+func (s *Store) sweep(ctx context.Context) error {
+	cursor, ok := s.recon.step()
+	if !ok {
+		return nil
+	}
+	keys, next, err := s.rdb.Scan(ctx, cursor, s.taskKey("*"), scanBatch).Result()
+	if err != nil {
+		return fmt.Errorf("redisstate: scan: %w", err)
+	}
+	if len(keys) == 0 {
+		s.recon.stepped(next, 0)
+		return nil
+	}
+	vals, err := scanRead.Run(ctx, s.rdb, keys, luaFlag(true)).Slice()
+	if err != nil {
+		return fmt.Errorf("redisstate: scan: %w", err)
+	}
+	var found []any // id, revision pairs
+	readRows(vals, func(t *taskstate.Task) bool {
+		if !t.Status.Terminal() {
+			found = append(found, t.ID, strconv.FormatUint(t.Revision, 10))
+		}
+		return true
+	})
+	added, err := s.mark(ctx, true, found)
+	if err != nil {
+		return err
+	}
+	s.recon.stepped(next, added)
+	return nil
 }
 
 // mark adds (active) or removes the ids of id, revision pairs, a batch per
-// script call.
-func (s *Store) mark(ctx context.Context, active bool, pairs []any) error {
+// script call, and returns how many it added or removed.
+func (s *Store) mark(ctx context.Context, active bool, pairs []any) (int, error) {
+	changed := 0
 	for len(pairs) > 0 {
 		n := min(len(pairs), 2*scanBatch)
 		args := append([]any{s.taskKey(""), luaFlag(active)}, pairs[:n]...)
-		if err := markScript.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Err(); err != nil {
-			return fmt.Errorf("redisstate: scan: active index: %w", err)
+		c, err := markScript.Run(ctx, s.rdb, []string{s.activeKey()}, args...).Int()
+		if err != nil {
+			return changed, fmt.Errorf("redisstate: scan: active index: %w", err)
 		}
+		changed += c
 		pairs = pairs[n:]
 	}
-	return nil
+	return changed, nil
 }
 
 // Each owner has a set of its own active tasks too, <prefix>owner:{<owner

@@ -6,3 +6,9 @@ func ReconcileNext(s *Store) { s.recon.retry() }
 
 // OwnerHash is the hash an owner's keys are named by.
 func OwnerHash(owner string) string { return ownerHash(owner) }
+
+// Sweeping reports whether s's active Scans still sweep the keys.
+func Sweeping(s *Store) bool {
+	_, ok := s.recon.step()
+	return ok
+}

@@ -26,13 +26,6 @@ type Config struct {
 	ToolRetention time.Duration
 	// SessionTTL is a session's lifetime, counted from PutSession. Default 24h.
 	SessionTTL time.Duration
-	// ReconcileEvery is how often an active Scan also walks every record
-	// key and adds the active records missing from the active index: the
-	// first active Scan of a Store does, then one at most this often. A
-	// record is missing when an older version wrote it (a rolling upgrade)
-	// or it was restored by hand; until the next reconciliation active
-	// scans do not see it. Default 10m.
-	ReconcileEvery time.Duration
 }
 
 func (c *Config) withDefaults() Config {
@@ -48,9 +41,6 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.SessionTTL <= 0 {
 		out.SessionTTL = 24 * time.Hour
-	}
-	if out.ReconcileEvery <= 0 {
-		out.ReconcileEvery = 10 * time.Minute
 	}
 	return out
 }

@@ -11,8 +11,8 @@ import (
 // BenchmarkActiveScan: the reaper's active Scan with 20,000 retained
 // terminal records and 10 active ones. "index" is the usual Scan, through
 // the active index; "reconciling" walks every record key first, as the
-// first Scan of a Store and one every Config.ReconcileEvery do (and as
-// every active Scan did before the index).
+// first Scan of a Store does (and as every active Scan did before the
+// index).
 func BenchmarkActiveScan(b *testing.B) {
 	const total, live = 20_000, 10
 	s, _ := prefixedStore(b, redistest.Client(b))

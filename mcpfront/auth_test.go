@@ -21,6 +21,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/auth/authtest"
 	"github.com/mcpqueue/mcpqueue/auth/jwtauth"
 	"github.com/mcpqueue/mcpqueue/broker"
+	"github.com/mcpqueue/mcpqueue/broker/natsbroker"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/redistest"
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
@@ -333,9 +334,8 @@ func (ae *authEnv) jobOf(t *testing.T, id string) *broker.Job {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var j broker.Job
-		if err := json.Unmarshal(msg.Data, &j); err == nil && j.TaskID == id {
-			return &j
+		if j, err := natsbroker.DecodeJob(msg.Data); err == nil && j.TaskID == id {
+			return j
 		}
 	}
 	t.Fatalf("no job for task %s in the stream", id)

@@ -75,3 +75,13 @@ func decodeJob(b []byte, j *broker.Job) error {
 	j.Record = json.RawMessage(b[k:])
 	return nil
 }
+
+// DecodeJob reads a message of the job stream in either wire form, for
+// tools (and tests) that read the stream themselves.
+func DecodeJob(b []byte) (*broker.Job, error) {
+	var j broker.Job
+	if err := decodeJob(b, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}

@@ -60,6 +60,14 @@ func (h HTTPServer) redacted() string {
 	return u.String()
 }
 
+// host is the URL's host, a server's name in the log until it names itself.
+func (h HTTPServer) host() string {
+	if u, err := url.Parse(h.URL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return "(bad URL)"
+}
+
 // httpConn is one Streamable-HTTP session: a Conn whose Read returns what
 // the server sent in answer to the POSTs (and on the GET stream), in the
 // order each stream carried it.

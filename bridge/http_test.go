@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -232,6 +234,47 @@ func TestCheckURL(t *testing.T) {
 	for _, bad := range []string{"", "mcp.example.com", "ftp://x/", "http://", "http://[::1/"} {
 		if err := CheckURL(bad); err == nil {
 			t.Errorf("CheckURL(%q) accepted", bad)
+		}
+	}
+}
+
+func TestLoadConfigURL(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("from-a-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GW_TOKEN", "from-the-env")
+	cfg := filepath.Join(dir, "mcp.json")
+	write := func(s string) {
+		if err := os.WriteFile(cfg, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`{"mcpServers": {"remote": {"type": "http", "url": "https://mcp.example.com/mcp", "prefix": "r.", "concurrency": 3,
+		"headers": {"Authorization": "Bearer ${GW_TOKEN}", "X-Key": "@` + key + `", "X-Plain": "plain"}}}}`)
+	servers, err := LoadConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := servers[0].HTTP
+	if len(servers) != 1 || h.URL != "https://mcp.example.com/mcp" || servers[0].Prefix != "r." || servers[0].Sessions != 3 ||
+		h.Headers["Authorization"] != "Bearer from-the-env" || h.Headers["X-Key"] != "from-a-file" || h.Headers["X-Plain"] != "plain" {
+		t.Fatalf("loaded %+v", servers)
+	}
+	for bad, want := range map[string]string{
+		`{"mcpServers": {"a": {"command": "x", "url": "http://127.0.0.1/"}}}`:                      `both "command" and "url"`,
+		`{"mcpServers": {"a": {"url": "127.0.0.1/mcp"}}}`:                                          "absolute http",
+		`{"mcpServers": {"a": {"type": "sse", "url": "http://127.0.0.1/"}}}`:                       `type "sse"`,
+		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "headers": {"A": "${GW_UNSET_VAR}"}}}}`: `header "A": environment variable GW_UNSET_VAR is not set`,
+		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "headers": {"A": "@/nonexistent/k"}}}}`: "/nonexistent/k",
+		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "args": ["x"]}}}`:                       `"args"`,
+		`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}}}}`:                           `"headers" are for a "url"`,
+		`{"mcpServers": {"a": {}}}`: `needs a "command" or a "url"`,
+	} {
+		write(bad)
+		if _, err := LoadConfig(cfg); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `server "a"`) {
+			t.Errorf("LoadConfig(%s) = %v, want an error naming the server and %s", bad, err, want)
 		}
 	}
 }

@@ -39,6 +39,15 @@ type echoOut struct {
 }
 
 func testServer() {
+	if err := newTestServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// newTestServer is the go-sdk server the tests relay (over stdio, and over
+// Streamable HTTP in http_test.go).
+func newTestServer() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "bridge-test", Version: "1"}, nil)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Title: "Echo", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, echoOut, error) {
@@ -96,10 +105,7 @@ func testServer() {
 		func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "hello " + req.Params.Arguments["who"]}}}}, nil
 		})
-	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	return s
 }
 
 // fakeCall is the queue side of a call: what consumer.Call does with

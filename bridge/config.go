@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -18,10 +19,13 @@ import (
 	"github.com/mcpqueue/mcpqueue/consumer"
 )
 
-// Server is one stdio server as configured: the command and how it is
-// relayed.
+// Server is one server as configured: the command (stdio) or the URL
+// (Streamable HTTP), and how it is relayed.
 type Server struct {
 	Command
+	// HTTP, when its URL is set, is a remote Streamable-HTTP server (and
+	// Command is unused).
+	HTTP HTTPServer
 	// Name, Prefix, Sessions, Timeout, LogLevel and Roots as in Options.
 	Name     string
 	Prefix   string
@@ -102,8 +106,10 @@ func FromCommandLine(line string) (Server, error) {
 // fileServer is one entry of a configuration file's "mcpServers": the shape
 // MCP hosts use (command, args, env), plus the bridge's own settings.
 type fileServer struct {
-	Type        string            `json:"type"` // "stdio" or empty
+	Type        string            `json:"type"` // "stdio", "http" or empty
 	Command     string            `json:"command"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
 	Args        []string          `json:"args"`
 	Env         map[string]string `json:"env"`
 	Cwd         string            `json:"cwd"`
@@ -125,6 +131,16 @@ type fileServer struct {
 // A server's key is its name. Its env is its whole environment (PATH
 // defaults to DefaultPath); "concurrency" is Options.Sessions. Entries with
 // "disabled": true are skipped; unknown fields are an error.
+//
+// A remote server (Streamable HTTP) has a "url" instead of a command, and
+// "headers" sent on every request:
+//
+//	{"mcpServers": {"remote": {"url": "https://mcp.example.com/mcp",
+//	    "headers": {"Authorization": "Bearer ${TOKEN}", "X-Key": "@/run/secrets/key"}}}}
+//
+// In a header value ${VAR} is the worker's environment variable VAR (an
+// unset one is an error), and a value "@/path" is the file's content
+// (trailing blanks trimmed), so secrets need not be in the file.
 func LoadConfig(path string) ([]Server, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -149,14 +165,10 @@ func LoadConfig(path string) ([]Server, error) {
 		if f.Disabled {
 			continue
 		}
-		if f.Type != "" && f.Type != "stdio" {
-			return nil, fmt.Errorf("bridge: %s: server %q: type %q: only stdio servers are run", path, n, f.Type)
+		s, err := f.server(n)
+		if err != nil {
+			return nil, fmt.Errorf("bridge: %s: server %q: %w", path, n, err)
 		}
-		if f.Command == "" || f.Concurrency < 0 {
-			return nil, fmt.Errorf("bridge: %s: server %q: needs a command (and no negative concurrency)", path, n)
-		}
-		s := Server{Name: n, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots,
-			Command: Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}}
 		if f.Timeout != "" {
 			if s.Timeout, err = time.ParseDuration(f.Timeout); err != nil {
 				return nil, fmt.Errorf("bridge: %s: server %q: timeout: %w", path, n, err)
@@ -165,6 +177,93 @@ func LoadConfig(path string) ([]Server, error) {
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// server checks an entry and makes it a Server (without its timeout).
+func (f fileServer) server(name string) (Server, error) {
+	s := Server{Name: name, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots}
+	if f.Concurrency < 0 {
+		return s, errors.New("negative concurrency")
+	}
+	switch {
+	case f.Command != "" && f.URL != "":
+		return s, errors.New(`both "command" and "url": a server is either a child process (stdio) or a remote server (Streamable HTTP)`)
+	case f.URL != "":
+		if f.Type != "" && f.Type != "http" && f.Type != "streamable-http" && f.Type != "streamableHttp" {
+			return s, fmt.Errorf(`type %q with a "url": only Streamable-HTTP servers are relayed`, f.Type)
+		}
+		if len(f.Args) > 0 || len(f.Env) > 0 || f.Cwd != "" {
+			return s, errors.New(`"args", "env" and "cwd" are for a command, not a "url"`)
+		}
+		if err := CheckURL(f.URL); err != nil {
+			return s, err
+		}
+		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}}
+		for k, v := range f.Headers {
+			val, err := ExpandHeader(v)
+			if err != nil {
+				return s, fmt.Errorf("header %q: %w", k, err)
+			}
+			s.HTTP.Headers[k] = val
+		}
+	case f.Command != "":
+		if f.Type != "" && f.Type != "stdio" {
+			return s, fmt.Errorf(`type %q with a "command": only stdio child processes are run`, f.Type)
+		}
+		if len(f.Headers) > 0 {
+			return s, errors.New(`"headers" are for a "url", not a command`)
+		}
+		s.Command = Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}
+	default:
+		return s, errors.New(`needs a "command" or a "url"`)
+	}
+	return s, nil
+}
+
+var headerVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// ExpandHeader is a configured header value with ${VAR} replaced by the
+// environment variable VAR, or, for "@/path", the file's content with
+// trailing blanks trimmed. Errors name the variable or file, never a
+// value.
+func ExpandHeader(v string) (string, error) {
+	if file, ok := strings.CutPrefix(v, "@"); ok {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", err
+		}
+		return strings.TrimRight(string(b), " \t\r\n"), nil
+	}
+	var missing []string
+	out := headerVar.ReplaceAllStringFunc(v, func(m string) string {
+		name := m[2 : len(m)-1]
+		val, ok := os.LookupEnv(name)
+		if !ok {
+			missing = append(missing, name)
+		}
+		return val
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("environment variable %s is not set", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// FromURL is the server a --mcp-url describes: no headers, the name the
+// server gives itself.
+func FromURL(raw string) (Server, error) {
+	if err := CheckURL(raw); err != nil {
+		return Server{}, err
+	}
+	return Server{HTTP: HTTPServer{URL: raw}}, nil
+}
+
+// dialer is how the server's sessions are opened.
+func (s Server) dialer(log zerolog.Logger) Dialer {
+	if s.HTTP.URL != "" {
+		return s.HTTP.Dialer(log.With().Str("server", cmp.Or(s.Name, s.HTTP.host())).Logger())
+	}
+	return s.Command.Dialer(log.With().Str("server", cmp.Or(s.Name, filepath.Base(s.Path))).Logger())
 }
 
 // Relays are the relays Start started.
@@ -187,7 +286,7 @@ func Start(ctx context.Context, mux *consumer.Mux, servers []Server, sessions in
 		if n <= 0 {
 			n = sessions
 		}
-		r, err := Serve(ctx, mux, s.Command.Dialer(log.With().Str("server", cmp.Or(s.Name, filepath.Base(s.Path))).Logger()), &Options{
+		r, err := Serve(ctx, mux, s.dialer(log), &Options{
 			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
 		})
 		if err != nil {

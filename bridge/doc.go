@@ -1,7 +1,7 @@
 // Package bridge runs an existing MCP server's tools and prompts on the
 // queue: it opens client sessions with the server (a child process speaking
-// MCP over stdio, or any other Conn, e.g. an in-process go-sdk server:
-// package gosdk), lists what the server offers and registers each tool in a
+// MCP over stdio, a remote server speaking Streamable HTTP: HTTPServer, or
+// any other Conn, e.g. an in-process go-sdk server: package gosdk), lists what the server offers and registers each tool in a
 // consumer.Mux under its own name (with a prefix, if configured), input and
 // output schema, title and annotations. Every job of such a tool becomes a
 // tools/call on one of a pool of sessions.

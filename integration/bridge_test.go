@@ -130,19 +130,7 @@ func TestBridgeEverythingWithOfficialClients(t *testing.T) {
 		// A long operation's progress notifications show on tasks/get.
 		c := harness.NewClient(s.mcpURL, true)
 		id := c.StartTask(t, "trigger-long-running-operation", map[string]any{"duration": 2, "steps": 4})
-		seen := map[string]bool{}
-		var last *harness.Task
-		harness.Eventually(t, 60*time.Second, func() (bool, string) {
-			tk, err := c.GetTask(context.Background(), id)
-			if err != nil {
-				return false, err.Error()
-			}
-			last = tk
-			if strings.HasPrefix(tk.StatusMessage, "progress ") {
-				seen[tk.StatusMessage] = true
-			}
-			return tk.Status != "working" && tk.Status != "input_required", "still " + tk.Status
-		})
+		last, seen := progressUntilDone(t, c, id)
 		if last.Status != "completed" || !strings.Contains(resultText(t, last.Result), "Long running operation completed") {
 			t.Fatalf("long operation ended %s: %+v", last.Status, last)
 		}

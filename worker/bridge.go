@@ -14,13 +14,11 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/cli"
 )
 
-// bridgeFlags registers --mcp-stdio and --mcp-config (package bridge).
+// bridgeFlags registers --mcp-stdio, --mcp-url and --mcp-config (package
+// bridge).
 func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
-	for _, line := range strings.Split(os.Getenv("MCPQ_MCP_STDIO"), "\n") {
-		if strings.TrimSpace(line) != "" {
-			w.MCPStdio = append(w.MCPStdio, line)
-		}
-	}
+	w.MCPStdio = append(w.MCPStdio, lines(os.Getenv("MCPQ_MCP_STDIO"))...)
+	w.MCPURL = append(w.MCPURL, lines(os.Getenv("MCPQ_MCP_URL"))...)
 	fs.Func("mcp-stdio", "relay the tools and prompts of an MCP server run as a child process speaking stdio: its command line, e.g. 'npx -y @modelcontextprotocol/server-everything' (repeatable; the child's environment is PATH="+bridge.DefaultPath+" only: use --mcp-config to give it more) (env MCPQ_MCP_STDIO, one command line per line)", func(v string) error {
 		if _, err := bridge.ParseCommandLine(v); err != nil {
 			return err
@@ -28,10 +26,29 @@ func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
 		w.MCPStdio = append(w.MCPStdio, v)
 		return nil
 	})
-	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"}}}`)
+	fs.Func("mcp-url", "relay the tools and prompts of a remote MCP server speaking Streamable HTTP: its endpoint, e.g. https://mcp.example.com/mcp (repeatable; no headers: use --mcp-config for an Authorization header) (env MCPQ_MCP_URL, one URL per line)", func(v string) error {
+		if err := bridge.CheckURL(v); err != nil {
+			return err
+		}
+		w.MCPURL = append(w.MCPURL, v)
+		return nil
+	})
+	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"} or {"url", "headers": {"Authorization": "Bearer ${TOKEN}" or "@/path/to/file"}, "prefix", …}}}`)
 }
 
-// startRelays starts the MCP servers of --mcp-stdio and --mcp-config and
+// lines are the non-blank lines of an environment variable's value.
+func lines(v string) []string {
+	var out []string
+	for _, line := range strings.Split(v, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// startRelays starts the MCP servers of --mcp-stdio, --mcp-url and
+// --mcp-config and
 // registers their tools in mux.
 func (w *Options) startRelays(ctx context.Context, mux *consumer.Mux, log zerolog.Logger) (bridge.Relays, error) {
 	var servers []bridge.Server
@@ -39,6 +56,13 @@ func (w *Options) startRelays(ctx context.Context, mux *consumer.Mux, log zerolo
 		s, err := bridge.FromCommandLine(line)
 		if err != nil {
 			return nil, fmt.Errorf("worker: --mcp-stdio: %w", err)
+		}
+		servers = append(servers, s)
+	}
+	for _, u := range w.MCPURL {
+		s, err := bridge.FromURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("worker: --mcp-url (or MCPQ_MCP_URL): %w", err)
 		}
 		servers = append(servers, s)
 	}

@@ -38,10 +38,11 @@ type Options struct {
 	// built from one binary can so serve part of its tools, e.g. a GPU pool
 	// the one tool that needs a GPU.
 	Tools []string
-	// MCPStdio and MCPConfig name MCP servers whose tools and prompts the
-	// worker relays (--mcp-stdio command lines, an --mcp-config file; see
-	// package bridge).
+	// MCPStdio, MCPURL and MCPConfig name MCP servers whose tools and
+	// prompts the worker relays (--mcp-stdio command lines, --mcp-url
+	// Streamable-HTTP endpoints, an --mcp-config file; see package bridge).
 	MCPStdio  []string
+	MCPURL    []string
 	MCPConfig string
 }
 

@@ -5,20 +5,20 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/rs/zerolog"
 
 	"github.com/mcpqueue/mcpqueue/bridge"
 	"github.com/mcpqueue/mcpqueue/consumer"
 	"github.com/mcpqueue/mcpqueue/internal/cli"
+	"github.com/mcpqueue/mcpqueue/internal/connutil"
 )
 
 // bridgeFlags registers --mcp-stdio, --mcp-url and --mcp-config (package
 // bridge).
 func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
-	w.MCPStdio = append(w.MCPStdio, lines(os.Getenv("MCPQ_MCP_STDIO"))...)
-	w.MCPURL = append(w.MCPURL, lines(os.Getenv("MCPQ_MCP_URL"))...)
+	w.MCPStdio = append(w.MCPStdio, connutil.Split(os.Getenv("MCPQ_MCP_STDIO"), "\n")...)
+	w.MCPURL = append(w.MCPURL, connutil.Split(os.Getenv("MCPQ_MCP_URL"), "\n")...)
 	fs.Func("mcp-stdio", "relay the tools and prompts of an MCP server run as a child process speaking stdio: its command line, e.g. 'npx -y @modelcontextprotocol/server-everything' (repeatable; the child's environment is PATH="+bridge.DefaultPath+" only: use --mcp-config to give it more) (env MCPQ_MCP_STDIO, one command line per line)", func(v string) error {
 		if _, err := bridge.ParseCommandLine(v); err != nil {
 			return err
@@ -36,20 +36,8 @@ func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
 	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"} or {"url", "headers": {"Authorization": "Bearer ${TOKEN}" or "@/path/to/file"}, "prefix", …}}}`)
 }
 
-// lines are the non-blank lines of an environment variable's value.
-func lines(v string) []string {
-	var out []string
-	for _, line := range strings.Split(v, "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
 // startRelays starts the MCP servers of --mcp-stdio, --mcp-url and
-// --mcp-config and
-// registers their tools in mux.
+// --mcp-config and registers their tools in mux.
 func (w *Options) startRelays(ctx context.Context, mux *consumer.Mux, log zerolog.Logger) (bridge.Relays, error) {
 	var servers []bridge.Server
 	for _, line := range w.MCPStdio {

@@ -43,9 +43,12 @@ func TLSConfig(pkg, prefix, ca, cert, key string) (*tls.Config, error) {
 }
 
 // SplitList splits a comma-separated value, dropping blanks.
-func SplitList(s string) []string {
+func SplitList(s string) []string { return Split(s, ",") }
+
+// Split splits s at sep, trimming each part and dropping blanks.
+func Split(s, sep string) []string {
 	var out []string
-	for _, p := range strings.Split(s, ",") {
+	for _, p := range strings.Split(s, sep) {
 		if p = strings.TrimSpace(p); p != "" {
 			out = append(out, p)
 		}

@@ -30,6 +30,7 @@ type Store struct {
 	tasks    map[string]*record
 	active   map[string]map[string]bool // by owner: the ids of its active tasks
 	leases   map[string]lease
+	rates    map[string]time.Time         // rate limits: each key's next free slot (rate.go)
 	watchers map[string]map[*watcher]bool // by task id
 	feeds    map[*taskstate.FeedQueue]bool
 	sessions entries
@@ -71,7 +72,7 @@ func New(cfg *Config) *Store {
 		c.SessionTTL = 24 * time.Hour
 	}
 	return &Store{
-		cfg: c, tasks: map[string]*record{}, active: map[string]map[string]bool{}, leases: map[string]lease{},
+		cfg: c, tasks: map[string]*record{}, active: map[string]map[string]bool{}, leases: map[string]lease{}, rates: map[string]time.Time{},
 		watchers: map[string]map[*watcher]bool{},
 		feeds:    map[*taskstate.FeedQueue]bool{}, sessions: entries{}, tools: entries{}, blobs: entries{},
 	}

@@ -12,3 +12,7 @@ func Sweeping(s *Store) bool {
 	_, ok := s.recon.step()
 	return ok
 }
+
+// Prefix is the key prefix s writes under (feature: rate limits per tool,
+// whose contract test opens a second store on it).
+func Prefix(s *Store) string { return s.cfg.Prefix }

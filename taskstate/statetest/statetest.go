@@ -8,7 +8,8 @@
 // The tests are split by concern, as the files say: records.go (create,
 // get, update, Mutate), watch.go (Watch and Follow), retention.go (TTLs),
 // list.go (List), scan.go, session.go (Sessions), catalog.go (Catalog),
-// blob.go, feed.go, active.go (ActiveCounter and Leaser) and
+// blob.go, feed.go, active.go (ActiveCounter and Leaser), rate.go
+// (RateLimiter) and
 // statemachine.go (the status machine under Mutate).
 package statetest
 
@@ -38,6 +39,11 @@ type Options struct {
 	// Wait bounds every wait for something the store should do by itself
 	// (a watch delivery, an expiry beyond its TTL). Default 10s.
 	Wait time.Duration
+	// Twin returns a second client of the store s newStore returned: its
+	// own connection to the same server, under the same names, as a
+	// second worker process has. The rate-limit test holds the two to one
+	// budget. Nil: s itself (an in-memory store has no second client).
+	Twin func(t *testing.T, s taskstate.Store) taskstate.Store
 }
 
 func (o *Options) withDefaults() Options {
@@ -80,6 +86,9 @@ type Features struct {
 	ActiveCount bool
 	// Lease: the Store implements taskstate.Leaser (named leases).
 	Lease bool
+	// RateLimit: the Store implements taskstate.RateLimiter (rate limits
+	// kept in the store; feature: rate limits per tool).
+	RateLimit bool
 }
 
 // Run runs the whole contract suite as parallel subtests of t: the tests
@@ -139,6 +148,9 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	if f.Lease {
 		tests = append(tests, stateTest{"Lease", s.lease})
 	}
+	if f.RateLimit { // feature: rate limits per tool (rate.go)
+		tests = append(tests, stateTest{"RateLimitSpacing", s.rateSpacing}, stateTest{"RateLimitShared", s.rateShared})
+	}
 	if f.Sessions {
 		tests = append(tests,
 			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
@@ -191,6 +203,7 @@ func (s *suite) declaredFeatures(t *testing.T, e *env) {
 		{"taskstate.Feed", s.features.Feed, is[taskstate.Feed](e.store)},
 		{"taskstate.ActiveCounter", s.features.ActiveCount, is[taskstate.ActiveCounter](e.store)},
 		{"taskstate.Leaser", s.features.Lease, is[taskstate.Leaser](e.store)},
+		{"taskstate.RateLimiter", s.features.RateLimit, is[taskstate.RateLimiter](e.store)},
 	} {
 		switch {
 		case a.want && !a.has:

@@ -86,6 +86,13 @@ type Tool struct {
 	// knows to be short). Zero leaves it to the api; negative always hands
 	// out a task handle (for a tool whose clients must get a task).
 	InlineWait time.Duration
+	// RateLimit bounds how often the tool starts, for a tool that calls a
+	// rate-limited upstream API: at most N starts in any window of Per,
+	// across every worker of every pool on the store (the limit is kept
+	// there: taskstate.RateLimiter). A task over the limit waits, queued,
+	// with a statusMessage saying so; it does not fail and uses no
+	// attempt. Zero: no limit. A worker's Config.RateLimits overrides it.
+	RateLimit Rate
 }
 
 // Mux routes jobs to handlers by tool name. Its set of tools may change
@@ -105,6 +112,7 @@ type entry struct {
 	// The tool's own settings (Tool); zero takes the worker's.
 	maxConcurrency, maxAttempts    int
 	lease, parkAfter, inputTimeout time.Duration
+	rate                           Rate // Tool.RateLimit
 	// noRepeat is why an unfinished run of the tool is not run again
 	// ("idempotentHint: false"); "": it is (Redeliver, redeliver.go).
 	noRepeat string
@@ -183,6 +191,9 @@ func checkTool(t Tool) Tool {
 	if t.MaxConcurrency < 0 || t.Lease < 0 || t.MaxAttempts < 0 || t.Timeout < 0 || t.InputTimeout < 0 {
 		panic(fmt.Sprintf("consumer: tool %q: negative MaxConcurrency, Lease, MaxAttempts, Timeout or InputTimeout", t.Name))
 	}
+	if err := t.RateLimit.Check(); err != nil {
+		panic(fmt.Sprintf("consumer: tool %q: %v", t.Name, err))
+	}
 	if _, err := noRepeat(t); err != nil {
 		panic(fmt.Sprintf("consumer: tool %q: %v", t.Name, err))
 	}
@@ -206,8 +217,8 @@ func toolEntry(t Tool, in, out json.RawMessage, run func(ctx context.Context, cs
 		timeout:        t.Timeout,
 		maxConcurrency: t.MaxConcurrency, maxAttempts: t.MaxAttempts, lease: t.Lease,
 		parkAfter: t.ParkAfter, inputTimeout: t.InputTimeout,
-		noRepeat: why,
-		run:      run,
+		noRepeat: why, rate: t.RateLimit,
+		run: run,
 	}
 }
 

@@ -76,6 +76,10 @@ type Config struct {
 	// Heartbeat is how often the catalog entries are refreshed. Default 10s
 	// (entries expire after the catalog's TTL without it).
 	Heartbeat time.Duration
+	// RateLimits are rate limits by catalog key (a tool's name,
+	// "prompt/<name>") over those the tools set (Tool.RateLimit): a
+	// worker's --rate-limit, for tools it relays or does not own.
+	RateLimits map[string]Rate
 	// Pool is the pool this worker belongs to (a plain name; default
 	// broker.DefaultPool): its catalog entries name it, and a queue with
 	// one queue per pool (Asynq) sends their jobs to that pool's queue,
@@ -198,6 +202,9 @@ func (w *Worker) Run(ctx context.Context, mux *Mux) error {
 		if err != nil && ctx.Err() != nil {
 			return nil
 		}
+		return err
+	}
+	if err := w.checkRates(mux); err != nil { // feature: rate limits per tool
 		return err
 	}
 	f, err := w.newFeed(ctx, mux) // a consumer of the tools' routes (feed.go)
@@ -354,6 +361,7 @@ func (w *Worker) publishTools(ctx context.Context, mux *Mux) error {
 	live := w.cfg.Now().Truncate(step).Add(2 * step).UTC()
 	for _, t := range mux.Tools() {
 		t.LiveUntil, t.Pool = live, w.cfg.Pool
+		w.publishRate(mux, &t) // feature: rate limits per tool
 		if err := w.catalog.PublishTool(ctx, &t); err != nil {
 			return err
 		}
@@ -455,6 +463,7 @@ type delivery struct {
 	rec      *taskstate.Task // the record as the take left it
 	attempt  int
 	attempts int
+	rateWait string // the statusMessage of a wait for the tool's rate limit (rate.go)
 }
 
 // admit finds the handler, holds the principal's share of the slots and
@@ -477,11 +486,7 @@ func (w *Worker) admit(r *delivery) (release func(), ok bool) {
 		// principal's, gets the slot. Not an attempt, not a failure.
 		log.Debug().Str("level", level).Int("tenant_slots", w.tenantSlots()).Int("principal_slots", w.principalSlots()).Msg("share of the slots held; deferring the job")
 		w.cfg.Telemetry.FairShareDeferred(job.Tool, level)
-		if df, ok := d.(broker.Deferrer); ok {
-			_ = df.Defer(io, fairDelay)
-		} else {
-			_ = d.Retry(io, fairDelay)
-		}
+		deferJob(io, d, fairDelay)
 		return nil, false
 	}
 	r.tctx, r.cancel = context.WithCancelCause(r.base)
@@ -595,10 +600,13 @@ func (w *Worker) take(r *delivery) bool {
 		t.Attempt++
 		t.MaxAttempts = attempts
 		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(r.lease).UTC()}
-		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) {
+		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) || t.StatusMessage == r.rateWait {
 			t.StatusMessage = ""
 		}
 		return nil
+	}
+	if !w.rateGate(r, rec, take) { // feature: rate limits per tool (rate.go)
+		return false
 	}
 	var attempt int
 	_, redelivers := d.(broker.Redeliverer)

@@ -78,7 +78,7 @@ type Config struct {
 	Heartbeat time.Duration
 	// RateLimits are rate limits by catalog key (a tool's name,
 	// "prompt/<name>") over those the tools set (Tool.RateLimit): a
-	// worker's --rate-limit, for tools it relays or does not own.
+	// worker's --tool-rate-limit, for tools it relays or does not own.
 	RateLimits map[string]Rate
 	// Pool is the pool this worker belongs to (a plain name; default
 	// broker.DefaultPool): its catalog entries name it, and a queue with
@@ -718,7 +718,7 @@ func (w *Worker) run(r *delivery) (runOutcome, bool) {
 	stopTake := cs.takeLater(io, lazyTake)
 	started := w.cfg.Now()
 	w.cfg.Telemetry.TaskStarted(job.Tool, attempt, started.Sub(r.rec.CreatedAt))
-	log.Info().Dur("queued", started.Sub(r.rec.CreatedAt)).Msg("task running")
+	log.Info().Dur("queued", started.Sub(r.rec.CreatedAt)).Str("started", started.UTC().Format(time.RFC3339Nano)).Msg("task running")
 	if raw, ok := job.Meta[vocab.MetaInputResponses]; ok {
 		_ = json.Unmarshal(raw, &cs.answers)
 	}

@@ -141,8 +141,16 @@ func limitKey(r *http.Request) string {
 	return "addr:" + host
 }
 
+// overloaded is the message of a request refused by its principal's rate
+// limit (Config.RateLimit): "overloaded, retry after N s", N the seconds
+// until the principal's bucket has a token again, as in the Retry-After
+// header.
+func overloaded(secs int64) string { return fmt.Sprintf("overloaded, retry after %d s", secs) }
+
 // rateLimited answers a request over its principal's rate with 429 and
-// reports true.
+// reports true: Retry-After and the message say when a request is
+// accepted again (the body is not read, so the error's id is null, on
+// either protocol era).
 func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 	if s.rates == nil {
 		return false
@@ -151,10 +159,12 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request) bool {
 	if ok {
 		return false
 	}
-	secs := int64(math.Ceil(wait.Seconds()))
-	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-	writeError(w, nil, errorf(vocab.CodeLimited, http.StatusTooManyRequests, "rate limit exceeded").
-		withData(map[string]any{"retryAfterMs": wait.Milliseconds()}))
+	// The same N in the header and the message: whole seconds, rounded
+	// up, at least 1 (Retry-After has no fractions).
+	secs := max(int64(math.Ceil(wait.Seconds())), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeError(w, nil, errorf(vocab.CodeLimited, http.StatusTooManyRequests, overloaded(secs)).
+		withData(map[string]any{"retryAfterMs": wait.Milliseconds(), "retryAfterSeconds": secs}))
 	return true
 }
 

@@ -203,9 +203,12 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	r := discover("alice")
-	limitedReply(t, r, http.StatusTooManyRequests, "rate limit exceeded")
+	limitedReply(t, r, http.StatusTooManyRequests, "overloaded, retry after 2 s")
 	if got := r.header.Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q, want 2", got)
+	}
+	if string(r.err.Data) != `{"retryAfterMs":2000,"retryAfterSeconds":2}` {
+		t.Errorf("error data %s, want the wait in ms and s", r.err.Data)
 	}
 	if string(r.id) != "null" {
 		t.Errorf("id %s, want null (the body is not read)", r.id)
@@ -214,7 +217,7 @@ func TestRateLimit(t *testing.T) {
 	// A refused call runs nothing.
 	jobs0, recs0 := e.counts(t)
 	r = send("alice", "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"text": "x"}})
-	limitedReply(t, r, http.StatusTooManyRequests, "rate limit exceeded")
+	limitedReply(t, r, http.StatusTooManyRequests, "overloaded, retry after 2 s")
 	if jobs1, recs1 := e.counts(t); jobs1 != jobs0 || recs1 != recs0 {
 		t.Errorf("a rate-limited call enqueued %d job(s), wrote %d record(s)", jobs1-jobs0, recs1-recs0)
 	}
@@ -228,14 +231,30 @@ func TestRateLimit(t *testing.T) {
 			t.Errorf("anonymous: %s", r)
 		}
 	}
-	limitedReply(t, discover(""), http.StatusTooManyRequests, "rate limit exceeded")
+	limitedReply(t, discover(""), http.StatusTooManyRequests, "overloaded, retry after 2 s")
+
+	// The 2025-11-25 era gets the same answer: the limit comes before the
+	// body is read.
+	legacy := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json, text/event-stream"}, "Authorization": {"Bearer alice"}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"},
+	}})
+	r = e.send(t, legacy, body, sendOpts{})
+	limitedReply(t, r, http.StatusTooManyRequests, "overloaded, retry after 2 s")
+	if got := r.header.Get("Retry-After"); got != "2" {
+		t.Errorf("2025-11-25: Retry-After %q, want 2", got)
+	}
+
+	// N is the real wait: half-way through it, 1 s.
+	clock.Add(time.Second)
+	limitedReply(t, discover("alice"), http.StatusTooManyRequests, "overloaded, retry after 1 s")
 
 	// Refused requests spend nothing: after the wait, exactly one token.
-	clock.Add(2 * time.Second)
+	clock.Add(time.Second)
 	if r := discover("alice"); r.status != 200 {
 		t.Fatalf("after Retry-After: %s", r)
 	}
-	limitedReply(t, discover("alice"), http.StatusTooManyRequests, "rate limit exceeded")
+	limitedReply(t, discover("alice"), http.StatusTooManyRequests, "overloaded, retry after 2 s")
 }
 
 func TestMaxActiveTasks(t *testing.T) {

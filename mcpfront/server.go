@@ -93,7 +93,10 @@ type Config struct {
 	// RateLimit is how many requests per second each principal may send (the
 	// remote address stands for an unauthenticated client), with RateBurst
 	// at once. Default 0: no limit. A request over it gets HTTP 429 with
-	// Retry-After and JSON-RPC error -32029 "rate limit exceeded".
+	// Retry-After: N and JSON-RPC error -32029 "overloaded, retry after N
+	// s" (N the whole seconds until its next token, rounded up), on both
+	// protocol eras. The buckets are per api replica: a principal spread
+	// over R replicas by a load balancer may send up to R times as much.
 	RateLimit float64
 	// RateBurst is the token bucket's size. Default: RateLimit rounded up.
 	RateBurst int

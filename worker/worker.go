@@ -44,6 +44,8 @@ type Options struct {
 	MCPStdio  []string
 	MCPURL    []string
 	MCPConfig string
+
+	rateLimits []string // --tool-rate-limit, parsed into Config.RateLimits by Check (rate.go)
 }
 
 // Flags registers the worker flags on fs, defaulting from the environment
@@ -64,6 +66,7 @@ func (w *Options) Flags(fs *flag.FlagSet) {
 	e.List(&w.Tools, "tools", "MCPQ_TOOLS", "serve only these of the registered tools, comma-separated (prompt/<name> for a prompt); default all")
 	e.String(&w.Pool, "pool", "MCPQ_POOL", "default", "the pool this worker belongs to (letters, digits, _ and -): its tools are published with it, and on Asynq their jobs go to the pool's one queue, <prefix>.pool.<pool>, which the worker takes jobs from")
 	w.bridgeFlags(fs, e)
+	w.rateFlag(e) // feature: rate limits per tool
 }
 
 // RegisterFunc adds a worker's tools (and prompts, resources, completions)
@@ -216,7 +219,8 @@ func (w *Options) serve(ctx context.Context, b *backend.Backend, mux *consumer.M
 
 // Check refuses settings no worker can run with: a negative (or
 // not-a-number) --tenant-share or --principal-share (0 takes the default,
-// like every zero option). Run calls it; so does a process that builds a
+// like every zero option), or a --tool-rate-limit that does not parse (it fills
+// in Config.RateLimits). Run calls it; so does a process that builds a
 // worker with New.
 func (w *Options) Check() error {
 	for flag, v := range map[string]float64{"--tenant-share": w.TenantShare, "--principal-share": w.PrincipalShare} {
@@ -224,7 +228,7 @@ func (w *Options) Check() error {
 			return fmt.Errorf("worker: %s %v: a share is a fraction of the slots above 0 (e.g. 0.5; 1 or more: no share)", flag, v)
 		}
 	}
-	return nil
+	return w.checkRates() // feature: rate limits per tool
 }
 
 // serveAdmin serves h on addr until stop is called.

@@ -111,7 +111,10 @@ type Worker struct {
 	running map[string]context.CancelCauseFunc
 	owners  map[string]int // jobs running here per principal
 	tenants map[string]int // and per tenant (auth.TenantKey)
-	ready   chan struct{}
+	// rateHolds counts, by tool, the jobs waiting in their slots for the
+	// tool's rate limit (rate.go).
+	rateHolds map[string]int
+	ready     chan struct{}
 }
 
 // Ready is closed once Run has published the tools and is pulling jobs.
@@ -175,6 +178,8 @@ func New(b backend.Backend, cfg *Config) *Worker {
 		owners:  map[string]int{},
 		tenants: map[string]int{},
 		ready:   make(chan struct{}),
+
+		rateHolds: map[string]int{},
 	}
 }
 

@@ -40,6 +40,9 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		<-w.Ready()
 	}
 	s := n.Connect(t)
+	if info, err := s.Store.Tool(t.Context(), "geocode"); err != nil || info.RateLimit == nil || *info.RateLimit != limit {
+		t.Fatalf("the catalog entry of geocode: %+v, %v; want its rate limit %s", info, err, limit)
+	}
 	prod := producer.New(s.Store, producer.QueueExecutor{Queue: s.Queue, Bus: s.Bus}, nil)
 	ids := make([]string, 30)
 	for i := range ids {

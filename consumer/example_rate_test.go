@@ -19,7 +19,8 @@ type GeocodeArgs struct {
 // RateLimit holds for every worker on the store (here the in-memory one of
 // consumertest; NATS KV or Redis in a deployment). Four calls at once all
 // complete, none fails; the ones over the limit wait, queued, with the
-// statusMessage consumer.RateWait gives, and starts are spaced 100ms apart.
+// statusMessage consumer.RateWait gives, and starts are spaced 100ms apart
+// (and 5%).
 func ExampleRate() {
 	limit := consumer.Rate{N: 2, Per: 200 * time.Millisecond}
 	var mu sync.Mutex

@@ -14,7 +14,8 @@ import (
 // Rate is a tool's rate limit (Tool.RateLimit): at most N starts in any
 // window of Per. It holds across every worker of every pool on the store:
 // the store keeps it (taskstate.RateLimiter: a Redis script, a NATS KV
-// compare-and-set), and starts are spaced Per/N apart.
+// compare-and-set), and starts are spaced Per/N apart and 5% more (no
+// burst), so at most N fall in any window of Per.
 type Rate = taskstate.Rate
 
 // RateWait is the statusMessage of a task of tool waiting for the tool's
@@ -95,7 +96,7 @@ func (w *Worker) rateGate(r *delivery, rec *taskstate.Task, take func(*taskstate
 			w.holdRate(key, -1)
 		}
 	}()
-	deadline := time.Now().Add(rateHold)
+	deadline := w.cfg.Now().Add(rateHold)
 	padded := withMargin(limit)
 	for {
 		wait, err := l.TakeRate(r.io, key, padded)
@@ -111,7 +112,7 @@ func (w *Worker) rateGate(r *delivery, rec *taskstate.Task, take func(*taskstate
 		if !holding {
 			holding = w.holdRate(key, limit.N)
 		}
-		if !holding || time.Now().Add(wait).After(deadline) {
+		if !holding || w.cfg.Now().Add(wait).After(deadline) {
 			r.log.Debug().Dur("wait", wait).Str("rate", limit.String()).Msg("over the tool's rate limit; deferring the job to its next slot")
 			deferJob(r.io, r.d, wait)
 			return false

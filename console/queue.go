@@ -48,6 +48,9 @@ type toolQueue struct {
 	InCatalog bool       `json:"inCatalog"`
 	Live      bool       `json:"live"`
 	LiveUntil *time.Time `json:"liveUntil,omitempty"`
+	// RateLimit is the tool's rate limit its workers publish (feature:
+	// rate limits per tool): {n, perMs}; absent: none.
+	RateLimit *taskstate.Rate `json:"rateLimit,omitempty"`
 	// Workers are the workers seen serving the tool: holding a lease on
 	// one of its tasks now, or seen taking one in the series' minutes.
 	Workers []string `json:"workers"`
@@ -184,6 +187,7 @@ func (qb *queueBuilder) addCatalog(entries []*taskstate.ToolInfo, now time.Time)
 			until := e.LiveUntil
 			q.LiveUntil = &until
 		}
+		q.RateLimit = e.RateLimit // feature: rate limits per tool
 	}
 }
 

@@ -46,6 +46,7 @@ type queueAnswer struct {
 		Depth                                    *struct{ Pending, InFlight int64 }
 		Ended, Failed                            []int
 		Rate, FailureRate                        float64
+		RateLimit                                *struct{ N, PerMs int64 }
 	} `json:"tools"`
 }
 
@@ -139,7 +140,8 @@ func TestConsoleQueue(t *testing.T) {
 	// The catalog: alpha live, gamma published but no longer live, a
 	// resource (never a task) left out.
 	for _, ti := range []*taskstate.ToolInfo{
-		{Name: "alpha", InputSchema: json.RawMessage(`{"type":"object"}`), TaskSupport: taskstate.TaskOptional, LiveUntil: at(time.Minute)},
+		{Name: "alpha", InputSchema: json.RawMessage(`{"type":"object"}`), TaskSupport: taskstate.TaskOptional, LiveUntil: at(time.Minute),
+			RateLimit: &taskstate.Rate{N: 5, Per: time.Second}},
 		{Name: "gamma", InputSchema: json.RawMessage(`{"type":"object"}`), TaskSupport: taskstate.TaskOptional, LiveUntil: at(-time.Minute)},
 		{Kind: "resource", Name: "file:///x", InputSchema: json.RawMessage(`{}`)},
 	} {
@@ -203,6 +205,9 @@ func TestConsoleQueue(t *testing.T) {
 		"alpha": {1, 2, 1, 1, true, true, []string{"w1", "w2"}, series(map[int]int{14: 1, 13: 1, 12: 1, 11: 1}), series(map[int]int{14: 1, 11: 1})},
 		"gamma": {0, 0, 0, 0, true, false, []string{}, zero, zero},
 	})
+	if a, g := ans.Tools[0], ans.Tools[1]; a.RateLimit == nil || *a.RateLimit != (struct{ N, PerMs int64 }{5, 1000}) || g.RateLimit != nil {
+		t.Errorf("T1/admin: rate limits %+v and %+v, want alpha's 5 per 1000 ms and none for gamma", a.RateLimit, g.RateLimit)
+	}
 	if a := ans.Tools[0]; ans.Global || a.Depth != nil || a.Rate != 4/14.5 || a.FailureRate != 0.5 {
 		t.Errorf("T1/admin: global %v, depth %v, rate %v, failure rate %v; want no depth, 4 ended in 14.5 minutes, half of them failed", ans.Global, a.Depth, a.Rate, a.FailureRate)
 	}

@@ -195,7 +195,7 @@ function renderQueue(q) {
     const workers = t.workers.length ? t.workers.join(", ") : (t.live ? "live, none seen busy" : "none");
     const failed = t.failed.reduce((a, b) => a + b, 0);
     return el("tr", { "data-tool": t.tool },
-      el("td", {}, t.tool),
+      el("td", {}, t.tool, t.rateLimit ? el("span", { class: "rate-limit", title: "the tool's rate limit, across every worker" }, ` ≤ ${t.rateLimit.n} per ${t.rateLimit.perMs / 1000} s`) : ""),
       n(t.queued, "queued"), n(t.running, "running"), n(t.waitingForInput, "waiting"), n(t.parked, "parked"),
       el("td", { class: "workers", "data-n": t.workers.length }, live, workers),
       el("td", { class: "n global depth" }, t.depth ? `${t.depth.pending} / ${t.depth.inFlight}` : "—"),

@@ -271,7 +271,7 @@ type ToolInfo struct {
 	// 0 leaves it to the api, negative never waits (a task handle always).
 	InlineWaitMs int64 `json:"inlineWaitMs,omitempty"`
 	// RateLimit is the tool's rate limit (consumer.Tool.RateLimit, a
-	// worker's --rate-limit), published for the api and the console to
+	// worker's --tool-rate-limit), published for the api and the console to
 	// show; nil: none. The workers enforce it, not the api.
 	RateLimit *Rate `json:"rateLimit,omitempty"`
 	// ResourceName, MimeType and Size describe a resource or template

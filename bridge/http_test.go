@@ -55,7 +55,7 @@ func newUpstream(t *testing.T, jsonResponse bool) *upstream {
 		if r.Header.Get("Authorization") != "Bearer "+testToken {
 			u.noAuth++
 		}
-		if r.Method == http.MethodPost && m.Method != "initialize" {
+		if r.Method == http.MethodPost && m.Method != "initialize" && m.Method != "server/discover" { // discover: the era probe
 			u.versions = append(u.versions, r.Header.Get("MCP-Protocol-Version"))
 			if r.Header.Get("Mcp-Session-Id") == "" {
 				u.noSess++

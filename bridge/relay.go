@@ -175,7 +175,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 	sub := consumer.NewMux()
 	var names []string
 	for _, t := range tools {
-		if err := r.addTool(sub, t); err != nil {
+		if err := r.addTool(sub, t, s.upstreamTasks()); err != nil {
 			if !r.skipped[t.Name] {
 				r.skipped[t.Name] = true
 				s.logger().Warn().Str("tool", t.Name).Str("reason", err.Error()).Msg("tool not relayed")
@@ -231,8 +231,10 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 }
 
 // addTool registers one of the server's tools in sub.
-func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool) (err error) {
-	if t.TaskSupport() == mcpwire.TaskRequired {
+// upstreamTasks says the server runs calls as tasks the bridge follows
+// (the task gateway: 2026-07-28 with the tasks extension, modern.go).
+func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (err error) {
+	if t.TaskSupport() == mcpwire.TaskRequired && !upstreamTasks {
 		return errors.New("it requires task-augmented execution, which the bridge does not speak to servers")
 	}
 	var annotations map[string]any

@@ -123,6 +123,13 @@ func (s *session) initialize(ctx context.Context, logLevel string) error {
 	return nil
 }
 
+// upstreamTasks reports whether the server runs calls as tasks of its own
+// that the Conn follows (2026-07-28 with the tasks extension: modern.go).
+func (s *session) upstreamTasks() bool {
+	_, ext := s.init.Capabilities.Extensions[mcpwire.TasksExtension]
+	return s.init.ProtocolVersion == mcpwire.Version20260728 && ext
+}
+
 // read dispatches what the server sends until the stream ends.
 func (s *session) read() {
 	for {

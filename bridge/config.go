@@ -110,6 +110,7 @@ type fileServer struct {
 	Command     string            `json:"command"`
 	URL         string            `json:"url"`
 	Headers     map[string]string `json:"headers"`
+	Protocol    string            `json:"protocol"` // task gateway: the upstream era (HTTPServer.Protocol)
 	Args        []string          `json:"args"`
 	Env         map[string]string `json:"env"`
 	Cwd         string            `json:"cwd"`
@@ -137,6 +138,10 @@ type fileServer struct {
 //
 //	{"mcpServers": {"remote": {"url": "https://mcp.example.com/mcp",
 //	    "headers": {"Authorization": "Bearer ${TOKEN}", "X-Key": "@/run/secrets/key"}}}}
+//
+// "protocol" pins the upstream's era, "2025-11-25" (initialize, a session)
+// or "2026-07-28" (per-request framing; its tasks followed); without it
+// server/discover is tried first, then initialize.
 //
 // In a header value ${VAR} is the worker's environment variable VAR (an
 // unset one is an error), and a value "@/path" is the file's content
@@ -198,7 +203,10 @@ func (f fileServer) server(name string) (Server, error) {
 		if err := CheckURL(f.URL); err != nil {
 			return s, err
 		}
-		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}}
+		if err := CheckProtocol(f.Protocol); err != nil {
+			return s, err
+		}
+		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}, Protocol: f.Protocol}
 		for k, v := range f.Headers {
 			val, err := ExpandHeader(v)
 			if err != nil {
@@ -210,8 +218,8 @@ func (f fileServer) server(name string) (Server, error) {
 		if f.Type != "" && f.Type != "stdio" {
 			return s, fmt.Errorf(`type %q with a "command": only stdio child processes are run`, f.Type)
 		}
-		if len(f.Headers) > 0 {
-			return s, errors.New(`"headers" are for a "url", not a command`)
+		if len(f.Headers) > 0 || f.Protocol != "" {
+			return s, errors.New(`"headers" and "protocol" are for a "url", not a command`)
 		}
 		s.Command = Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}
 	default:

@@ -14,6 +14,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -252,7 +253,11 @@ func (c *httpConn) runModern(ctx context.Context, mc *modernCall, p peek, params
 // follow polls the server's task until it ends and answers the session's
 // request id with its outcome.
 func (c *httpConn) follow(ctx context.Context, mc *modernCall, id json.RawMessage, token json.RawMessage, t *mcpwire.Task) error {
-	c.log.Info().Str("upstream_task", t.TaskID).Msg("the server runs the call as a task; polling it")
+	ev := c.log.Info().Str("upstream_task", t.TaskID)
+	if len(token) > 0 {
+		ev = ev.RawJSON("call", token) // the progress token names the queue's task
+	}
+	ev.Msg("the server runs the call as a task; polling it")
 	asked := map[string]bool{}
 	lastMsg, step := "", 0
 	for {
@@ -287,10 +292,12 @@ func (c *httpConn) follow(ctx context.Context, mc *modernCall, id json.RawMessag
 				}()
 			}
 		}
-		if t.StatusMessage != "" && t.StatusMessage != lastMsg && len(token) > 0 {
-			lastMsg, step = t.StatusMessage, step+1
+		// The upstream's status shows on the task: its statusMessage, or
+		// that the upstream task works (never its id: a bearer handle).
+		if msg := cmp.Or(t.StatusMessage, "upstream task "+t.Status); t.Status == "working" && msg != lastMsg && len(token) > 0 {
+			lastMsg, step = msg, step+1
 			c.push(mustJSON(mcpwire.NewRequest(nil, "notifications/progress",
-				&mcpwire.ProgressParams{ProgressToken: token, Progress: float64(step), Message: t.StatusMessage})))
+				&mcpwire.ProgressParams{ProgressToken: token, Progress: float64(step), Message: msg})))
 		}
 		if err := c.pollWait(ctx, mc, t); err != nil {
 			if errors.Is(err, errCancelledBySession) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,9 +65,13 @@ func TestModernUpstreamTasks(t *testing.T) {
 	if err != nil || textOf(t, res) != "Hello, Ada!" || strings.Contains(string(res), "resultType") {
 		t.Fatalf("greet (a plain call): %s %v", res, err)
 	}
-	res, err = x.call(t, context.Background(), &fakeCall{}, "slow_compute", `{"seconds":1,"label":"gw"}`)
+	slow := &fakeCall{}
+	res, err = x.call(t, context.Background(), slow, "slow_compute", `{"seconds":1,"label":"gw"}`)
 	if err != nil || !strings.Contains(textOf(t, res), `Computation "gw" completed`) {
 		t.Fatalf("slow_compute (an upstream task): %s %v", res, err)
+	}
+	if !slices.Contains(slow.progress, "upstream task working") {
+		t.Fatalf("progress %v: want the upstream task's status", slow.progress)
 	}
 	if !strings.Contains(log.String(), "polling it") {
 		t.Fatalf("slow_compute ran without an upstream task:\n%s", log.String())
@@ -103,7 +108,7 @@ func TestModernCancelReachesTheUpstreamTask(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := x.call(t, ctx, &fakeCall{}, "slow_compute", `{"seconds":60}`); done <- err }()
 	var taskID string
-	re := regexp.MustCompile(`"upstream_task":"([^"]+)","message":"the server runs the call as a task`)
+	re := regexp.MustCompile(`"upstream_task":"([^"]+)".*"message":"the server runs the call as a task`)
 	testenv.Eventually(t, 20*time.Second, "the upstream task", func() bool {
 		if m := re.FindStringSubmatch(log.String()); m != nil {
 			taskID = m[1]

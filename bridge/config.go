@@ -33,6 +33,8 @@ type Server struct {
 	Timeout  time.Duration
 	LogLevel string
 	Roots    bool
+	// ToolTimeouts as in Options (the config's "tools": {name: {"timeout"}}).
+	ToolTimeouts map[string]time.Duration
 }
 
 // ParseCommandLine splits a command line into words the way a POSIX shell
@@ -120,6 +122,13 @@ type fileServer struct {
 	LogLevel    string            `json:"logLevel"`
 	Roots       bool              `json:"roots"`
 	Disabled    bool              `json:"disabled"`
+	// Tools holds per-tool settings, by the server's tool name (task gateway).
+	Tools map[string]fileTool `json:"tools"`
+}
+
+// fileTool is one tool's settings in a server entry's "tools".
+type fileTool struct {
+	Timeout string `json:"timeout"`
 }
 
 // LoadConfig reads a configuration file of servers, the JSON MCP hosts use:
@@ -127,10 +136,12 @@ type fileServer struct {
 //	{"mcpServers": {"everything": {
 //	    "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
 //	    "env": {"HOME": "/var/lib/mcp"},
-//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false}}}
+//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false,
+//	    "tools": {"trigger-long-running-operation": {"timeout": "30m"}}}}}
 //
 // A server's key is its name. Its env is its whole environment (PATH
-// defaults to DefaultPath); "concurrency" is Options.Sessions. Entries with
+// defaults to DefaultPath); "concurrency" is Options.Sessions; "tools"
+// gives single tools (by the server's name) a timeout of their own. Entries with
 // "disabled": true are skipped; unknown fields are an error.
 //
 // A remote server (Streamable HTTP) has a "url" instead of a command, and
@@ -179,6 +190,16 @@ func LoadConfig(path string) ([]Server, error) {
 				return nil, fmt.Errorf("bridge: %s: server %q: timeout: %w", path, n, err)
 			}
 		}
+		for tool, tc := range f.Tools {
+			d, err := time.ParseDuration(tc.Timeout)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("bridge: %s: server %q: tool %q: timeout %q: want a positive duration such as \"30s\"", path, n, tool, tc.Timeout)
+			}
+			if s.ToolTimeouts == nil {
+				s.ToolTimeouts = map[string]time.Duration{}
+			}
+			s.ToolTimeouts[tool] = d
+		}
 		out = append(out, s)
 	}
 	return out, nil
@@ -218,8 +239,11 @@ func (f fileServer) server(name string) (Server, error) {
 		if f.Type != "" && f.Type != "stdio" {
 			return s, fmt.Errorf(`type %q with a "command": only stdio child processes are run`, f.Type)
 		}
-		if len(f.Headers) > 0 || f.Protocol != "" {
-			return s, errors.New(`"headers" and "protocol" are for a "url", not a command`)
+		if len(f.Headers) > 0 {
+			return s, errors.New(`"headers" are for a "url", not a command`)
+		}
+		if f.Protocol != "" {
+			return s, errors.New(`"protocol" is for a "url", not a command`)
 		}
 		s.Command = Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}
 	default:
@@ -295,7 +319,7 @@ func Start(ctx context.Context, mux *consumer.Mux, servers []Server, sessions in
 			n = sessions
 		}
 		r, err := Serve(ctx, mux, s.dialer(log), &Options{
-			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
+			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, ToolTimeouts: s.ToolTimeouts, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
 		})
 		if err != nil {
 			out.Close()

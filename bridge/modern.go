@@ -283,7 +283,7 @@ func (c *httpConn) follow(ctx context.Context, mc *modernCall, id json.RawMessag
 				asked[key] = true
 				var r mcpwire.InputRequest
 				if err := json.Unmarshal(raw, &r); err != nil {
-					return fmt.Errorf("upstream task %s: undecodable input request %q: %w", t.TaskID, key, err)
+					return fmt.Errorf("upstream task: undecodable input request %q: %w", key, err)
 				}
 				c.inflight.Add(1)
 				go func() {
@@ -302,7 +302,7 @@ func (c *httpConn) follow(ctx context.Context, mc *modernCall, id json.RawMessag
 		if err := c.pollWait(ctx, mc, t); err != nil {
 			if errors.Is(err, errCancelledBySession) {
 				c.cancelTask(t.TaskID)
-				c.pushError(id, vocab.CodeInternalError, "cancelled; upstream task "+t.TaskID+" cancelled")
+				c.pushError(id, vocab.CodeInternalError, "cancelled; the upstream task too")
 				return nil
 			}
 			return nil // the Conn is closing
@@ -345,13 +345,15 @@ func (c *httpConn) pollWait(ctx context.Context, mc *modernCall, t *mcpwire.Task
 }
 
 func (c *httpConn) taskGet(ctx context.Context, taskID string) (*mcpwire.Task, error) {
+	// Errors do not name the task: they reach the task's statusMessage,
+	// and an upstream task id is a bearer handle.
 	ans, err := c.modernRequest(ctx, "tasks/get", map[string]json.RawMessage{"taskId": mustJSON(taskID)})
 	if err != nil {
-		return nil, fmt.Errorf("upstream task %s: %w", taskID, err)
+		return nil, fmt.Errorf("polling the upstream task: %w", err)
 	}
 	var t mcpwire.Task
 	if err := json.Unmarshal(ans.Result, &t); err != nil {
-		return nil, fmt.Errorf("upstream task %s: undecodable tasks/get result: %w", taskID, err)
+		return nil, fmt.Errorf("polling the upstream task: undecodable tasks/get result: %w", err)
 	}
 	t.TaskID = taskID
 	return &t, nil

@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"regexp"
 	"slices"
 	"strings"
@@ -125,7 +124,8 @@ func TestModernCancelReachesTheUpstreamTask(t *testing.T) {
 		t.Fatal("the cancelled call still runs")
 	}
 	testenv.Eventually(t, 20*time.Second, "the upstream task cancelled", func() bool {
-		return peerStatus(t, peer.URL, taskID) == "cancelled"
+		st, err := peer.Status(taskID)
+		return err == nil && st == "cancelled"
 	})
 }
 
@@ -144,30 +144,4 @@ func TestLegacyEraAgainstTheReference(t *testing.T) {
 	if err != nil || textOf(t, res) != "Hello, Ada!" {
 		t.Fatalf("greet over initialize: %s %v", res, err)
 	}
-}
-
-// peerStatus is the reference server's status of one of its tasks, asked
-// directly (2026-07-28 tasks/get).
-func peerStatus(t *testing.T, url, taskID string) string {
-	t.Helper()
-	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"` + taskID + `","_meta":{` +
-		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`
-	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", "tasks/get")
-	req.Header.Set("Mcp-Name", taskID)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m struct {
-		Result struct {
-			Status string `json:"status"`
-		} `json:"result"`
-	}
-	_ = json.NewDecoder(resp.Body).Decode(&m)
-	return m.Result.Status
 }

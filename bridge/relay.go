@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,9 @@ type Options struct {
 	// Timeout bounds one call (the tools' consumer.Tool.Timeout). Zero:
 	// the worker's.
 	Timeout time.Duration
+	// ToolTimeouts bound one call of the named tools (the server's names,
+	// without Prefix), instead of Timeout (task gateway).
+	ToolTimeouts map[string]time.Duration
 	// StartTimeout bounds starting a session: the handshake and the first
 	// lists. Default 60s (npx may download the server first).
 	StartTimeout time.Duration
@@ -258,7 +262,7 @@ func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (
 	consumer.HandleRaw(sub, consumer.Tool{
 		Name: r.opts.Prefix + t.Name, Title: t.Title, Description: t.Description,
 		InputSchema: in, OutputSchema: out, Annotations: annotations,
-		TaskSupport: consumer.TaskOptional, Timeout: r.opts.Timeout, MaxConcurrency: r.opts.Sessions,
+		TaskSupport: consumer.TaskOptional, Timeout: cmp.Or(r.opts.ToolTimeouts[t.Name], r.opts.Timeout), MaxConcurrency: r.opts.Sessions,
 	}, func(ctx context.Context, c *consumer.Call[json.RawMessage]) (json.RawMessage, error) {
 		args := c.Args
 		if len(args) == 0 || string(args) == "null" {

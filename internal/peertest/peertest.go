@@ -7,10 +7,13 @@
 package peertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,4 +104,45 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Status is the server's status of one of its tasks, asked directly
+// (2026-07-28 tasks/get): how a test sees a cancel reach the upstream.
+func (s *Server) Status(taskID string) (string, error) {
+	body := `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":` + quote(taskID) + `,"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}}}`
+	req, err := http.NewRequest(http.MethodPost, s.URL, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tasks/get")
+	req.Header.Set("Mcp-Name", taskID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var m struct {
+		Result struct {
+			Status string `json:"status"`
+		} `json:"result"`
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		return "", fmt.Errorf("peertest: tasks/get %s: HTTP %s: %w", taskID, resp.Status, err)
+	}
+	if m.Error != nil {
+		return "", fmt.Errorf("peertest: tasks/get %s: %s", taskID, m.Error.Message)
+	}
+	return m.Result.Status, nil
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

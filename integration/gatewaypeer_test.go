@@ -1,0 +1,108 @@
+package integration
+
+// The task gateway against a server nobody here wrote (issue #33,
+// acceptance 1): the reference 2026-07-28 tasks server of panyam/mcpkit
+// (internal/peertest; skipped where its binary is absent) relayed by
+// `worker --mcp-config` in both upstream eras, and called as tasks by both
+// official clients: upstream tasks followed, an elicitation answered
+// through our tasks/update, a cancel that reaches the upstream task.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/mcpqueue/mcpqueue/integration/harness"
+	"github.com/mcpqueue/mcpqueue/internal/peertest"
+)
+
+// peerWorker starts the reference server and a worker relaying it twice:
+// with prefix "ref." in the era probed (2026-07-28, its tasks followed)
+// and, with prefix "v1.", pinned to 2025-11-25 (initialize, plain calls).
+func peerWorker(t *testing.T, s *system) (*peertest.Server, *harness.Proc) {
+	t.Helper()
+	peer := peertest.Start(t)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	conf, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+		"ref":    map[string]any{"url": peer.URL, "prefix": "ref."}, // the demo tools have a greet
+		"ref-v1": map[string]any{"url": peer.URL, "protocol": "2025-11-25", "prefix": "v1."},
+	}})
+	if err := os.WriteFile(cfg, conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--concurrency", "4", "--mcp-config", cfg)
+	return peer, w
+}
+
+// upstreamTaskOf is the reference server's task that ran our task id,
+// from the worker's log.
+func upstreamTaskOf(t *testing.T, w *harness.Proc, taskID string) string {
+	t.Helper()
+	re := regexp.MustCompile(`"upstream_task":"([^"]+)","call":"mcpq-` + regexp.QuoteMeta(taskID) + `-`)
+	var up string
+	harness.Eventually(t, 30*time.Second, func() (bool, string) {
+		if m := re.FindStringSubmatch(w.Output()); m != nil {
+			up = m[1]
+		}
+		return up != "", "no upstream task logged for " + taskID
+	})
+	return up
+}
+
+// wantUpstreamCancelled waits until the reference server reports the
+// upstream task of our task id cancelled.
+func wantUpstreamCancelled(t *testing.T, peer *peertest.Server, w *harness.Proc, taskID string) {
+	t.Helper()
+	up := upstreamTaskOf(t, w, taskID)
+	harness.Eventually(t, 30*time.Second, func() (bool, string) {
+		st, err := peer.Status(up)
+		return err == nil && st == "cancelled", "upstream task " + up + ": " + st + " " + errString(err)
+	})
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestGatewayReferenceServerOfficialClients(t *testing.T) {
+	peertest.Bin(t)
+	officialNode(t)
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		peer, w := peerWorker(t, s)
+		listTools(t, s.mcpURL, "ref.greet", "ref.slow_compute", "ref.confirm_delete", "v1.greet")
+
+		// 2026-07-28 client (ext-tasks).
+		r := runOfficialClient(t, s.mcpURL, "list-and-settle", "ref.slow_compute", `{"seconds":1,"label":"ext"}`, `Computation "ext" completed`)
+		upstreamTaskOf(t, w, r.TaskID) // ran as an upstream task
+		r = runOfficialClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-ext.txt"}`, "deleted 'gw-ext.txt'")
+		if r.InputRequests == nil || *r.InputRequests != 1 {
+			t.Fatalf("elicit: %+v, want one input request", r)
+		}
+		r = runOfficialClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task")
+		if r.Status != "cancelled" {
+			t.Fatalf("cancel: %+v", r)
+		}
+		wantUpstreamCancelled(t, peer, w, r.TaskID)
+		// The upstream pinned to 2025-11-25: a plain call, a task here.
+		runOfficialClient(t, s.mcpURL, "list-and-settle", "v1.greet", `{"name":"Ada"}`, "Hello, Ada!")
+
+		// 2025-11-25 client (sdk 1.x experimental tasks).
+		runLegacyClient(t, s.mcpURL, "stream-result", "ref.slow_compute", `{"seconds":1,"label":"v1"}`, `Computation "v1" completed`)
+		l := runLegacyClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-v1.txt"}`, `{"action":"accept","content":{"confirm":true}}`, "deleted 'gw-v1.txt'")
+		if l.InputRequests == nil || *l.InputRequests != 1 {
+			t.Fatalf("legacy elicit: %+v, want one input request", l)
+		}
+		l = runLegacyClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task")
+		if l.Status != "cancelled" {
+			t.Fatalf("legacy cancel: %+v", l)
+		}
+		wantUpstreamCancelled(t, peer, w, l.TaskID)
+	})
+}

@@ -108,22 +108,46 @@ func FromCommandLine(line string) (Server, error) {
 // fileServer is one entry of a configuration file's "mcpServers": the shape
 // MCP hosts use (command, args, env), plus the bridge's own settings.
 type fileServer struct {
-	Type        string            `json:"type"` // "stdio", "http" or empty
-	Command     string            `json:"command"`
-	URL         string            `json:"url"`
-	Headers     map[string]string `json:"headers"`
-	Protocol    string            `json:"protocol"` // task gateway: the upstream era (HTTPServer.Protocol)
-	Args        []string          `json:"args"`
-	Env         map[string]string `json:"env"`
-	Cwd         string            `json:"cwd"`
-	Prefix      string            `json:"prefix"`
-	Concurrency int               `json:"concurrency"`
-	Timeout     string            `json:"timeout"`
-	LogLevel    string            `json:"logLevel"`
-	Roots       bool              `json:"roots"`
-	Disabled    bool              `json:"disabled"`
+	Type            string            `json:"type"` // "stdio", "http" or empty
+	Command         string            `json:"command"`
+	URL             string            `json:"url"`
+	Headers         map[string]string `json:"headers"`
+	Protocol        string            `json:"protocol"`        // task gateway: the upstream era (HTTPServer.Protocol)
+	OAuth           *fileOAuth        `json:"oauth"`           // task gateway: HTTPServer.OAuth
+	ForwardIdentity string            `json:"forwardIdentity"` // task gateway: HTTPServer.ForwardIdentity
+	Args            []string          `json:"args"`
+	Env             map[string]string `json:"env"`
+	Cwd             string            `json:"cwd"`
+	Prefix          string            `json:"prefix"`
+	Concurrency     int               `json:"concurrency"`
+	Timeout         string            `json:"timeout"`
+	LogLevel        string            `json:"logLevel"`
+	Roots           bool              `json:"roots"`
+	Disabled        bool              `json:"disabled"`
 	// Tools holds per-tool settings, by the server's tool name (task gateway).
 	Tools map[string]fileTool `json:"tools"`
+}
+
+// fileOAuth is a server entry's "oauth": the client-credentials grant.
+type fileOAuth struct {
+	TokenURL     string   `json:"tokenUrl"`
+	ClientID     string   `json:"clientId"`
+	ClientSecret string   `json:"clientSecret"`
+	Scopes       []string `json:"scopes"`
+}
+
+// auth is the entry's OAuth grant, its id and secret expanded as header
+// values are (${VAR}, @/path).
+func (f *fileOAuth) auth() (*OAuth, error) {
+	o := &OAuth{TokenURL: f.TokenURL, Scopes: f.Scopes}
+	var err error
+	if o.ClientID, err = ExpandHeader(f.ClientID); err != nil {
+		return nil, fmt.Errorf("oauth clientId: %w", err)
+	}
+	if o.ClientSecret, err = ExpandHeader(f.ClientSecret); err != nil {
+		return nil, fmt.Errorf("oauth clientSecret: %w", err)
+	}
+	return o, o.check()
 }
 
 // fileTool is one tool's settings in a server entry's "tools".
@@ -154,7 +178,12 @@ type fileTool struct {
 // or "2026-07-28" (per-request framing; its tasks followed); without it
 // server/discover is tried first, then initialize.
 //
-// In a header value ${VAR} is the worker's environment variable VAR (an
+// "oauth": {"tokenUrl", "clientId", "clientSecret", "scopes"} fetches a
+// bearer token with the OAuth client-credentials grant (refreshed before it
+// expires and when the server answers 401); "forwardIdentity": "X-User"
+// sends the task owner's subject in that header.
+//
+// In a header value (and oauth's clientId and clientSecret) ${VAR} is the worker's environment variable VAR (an
 // unset one is an error), and a value "@/path" is the file's content
 // (trailing blanks trimmed), so secrets need not be in the file.
 func LoadConfig(path string) ([]Server, error) {
@@ -206,8 +235,8 @@ func LoadConfig(path string) ([]Server, error) {
 }
 
 // server checks an entry and makes it a Server (without its timeout).
-func (f fileServer) server(name string) (Server, error) {
-	s := Server{Name: name, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots}
+func (f fileServer) server(name string) (s Server, err error) {
+	s = Server{Name: name, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots}
 	if f.Concurrency < 0 {
 		return s, errors.New("negative concurrency")
 	}
@@ -227,7 +256,20 @@ func (f fileServer) server(name string) (Server, error) {
 		if err := CheckProtocol(f.Protocol); err != nil {
 			return s, err
 		}
-		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}, Protocol: f.Protocol}
+		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}, Protocol: f.Protocol, ForwardIdentity: f.ForwardIdentity}
+		if f.OAuth != nil {
+			if s.HTTP.OAuth, err = f.OAuth.auth(); err != nil {
+				return s, err
+			}
+			for k := range f.Headers {
+				if strings.EqualFold(k, "Authorization") {
+					return s, errors.New(`both "oauth" and an Authorization header: the grant's token is the Authorization`)
+				}
+			}
+		}
+		if f.ForwardIdentity != "" && !validHeaderName(f.ForwardIdentity) {
+			return s, fmt.Errorf(`forwardIdentity %q is not a header name`, f.ForwardIdentity)
+		}
 		for k, v := range f.Headers {
 			val, err := ExpandHeader(v)
 			if err != nil {
@@ -242,14 +284,25 @@ func (f fileServer) server(name string) (Server, error) {
 		if len(f.Headers) > 0 {
 			return s, errors.New(`"headers" are for a "url", not a command`)
 		}
-		if f.Protocol != "" {
-			return s, errors.New(`"protocol" is for a "url", not a command`)
+		if f.Protocol != "" || f.OAuth != nil || f.ForwardIdentity != "" {
+			return s, errors.New(`"protocol", "oauth" and "forwardIdentity" are for a "url", not a command`)
 		}
 		s.Command = Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}
 	default:
 		return s, errors.New(`needs a "command" or a "url"`)
 	}
 	return s, nil
+}
+
+// validHeaderName reports whether n is an HTTP header name (an RFC 9110
+// token).
+func validHeaderName(n string) bool {
+	for _, r := range n {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return n != ""
 }
 
 var headerVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

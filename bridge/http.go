@@ -36,6 +36,13 @@ type HTTPServer struct {
 	// framing, upstream tasks followed), or ProtocolAuto: server/discover
 	// is tried first and initialize if the server does not answer it.
 	Protocol string
+	// OAuth, when set, is the OAuth client-credentials grant whose bearer
+	// token every request carries (task gateway; oauth.go).
+	OAuth *OAuth
+	// ForwardIdentity, when set, names a header that carries the task
+	// owner's subject (the authenticated principal that created the task)
+	// on the requests of its call.
+	ForwardIdentity string
 }
 
 // CheckURL reports whether raw is an absolute http or https URL.
@@ -51,13 +58,17 @@ func CheckURL(raw string) error {
 }
 
 // Dialer opens one Streamable-HTTP session per call of the Dialer.
+// The sessions share one HTTP client (and one OAuth token).
 func (h HTTPServer) Dialer(log zerolog.Logger) Dialer {
+	h.Client = h.client()
 	return func(ctx context.Context) (Conn, error) { return h.open(log) }
 }
 
 // redacted is the URL as logged and in errors: no user info, no query.
-func (h HTTPServer) redacted() string {
-	u, err := url.Parse(h.URL)
+func (h HTTPServer) redacted() string { return redactURL(h.URL) }
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "(bad URL)"
 	}
@@ -105,6 +116,16 @@ type httpConn struct {
 	asks       map[string]chan *message // input requests handed to the session, by id
 	nextAsk    int
 	nextPost   int
+
+	identity string // the running call's owner (HTTPServer.ForwardIdentity)
+}
+
+// forward sets the identity the requests of the running call forward
+// ("" between calls).
+func (c *httpConn) forward(owner string) {
+	c.mu.Lock()
+	c.identity = owner
+	c.mu.Unlock()
 }
 
 func (h HTTPServer) open(log zerolog.Logger) (*httpConn, error) {
@@ -122,7 +143,7 @@ func (h HTTPServer) open(log zerolog.Logger) (*httpConn, error) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	log.Info().Str("url", c.where).Strs("headers", names).Msg("mcp server session opening (streamable http)")
+	log.Info().Str("url", c.where).Strs("headers", names).Bool("oauth", h.OAuth != nil).Msg("mcp server session opening (streamable http)")
 	return c, nil
 }
 
@@ -225,6 +246,9 @@ func (c *httpConn) header(req *http.Request, accept string) {
 	req.Header.Set("Accept", accept)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.h.ForwardIdentity != "" && c.identity != "" {
+		req.Header.Set(c.h.ForwardIdentity, c.identity)
+	}
 	if c.session != "" {
 		req.Header.Set("Mcp-Session-Id", c.session)
 	}

@@ -276,7 +276,7 @@ func TestLoadConfigURL(t *testing.T) {
 		`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}}}}`:                           `"headers" are for a "url"`,
 		`{"mcpServers": {"a": {}}}`: `needs a "command" or a "url"`,
 		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "protocol": "2025-06-18"}}}`:            `unknown protocol "2025-06-18"`,
-		`{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}}}`:                        `"protocol" is for a "url"`,
+		`{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}}}`:                        `"protocol", "oauth" and "forwardIdentity" are for a "url"`,
 		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "tools": {"t": {"timeout": "soon"}}}}}`: `tool "t": timeout "soon"`,
 	} {
 		write(bad)

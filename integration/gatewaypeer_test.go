@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +105,58 @@ func TestGatewayReferenceServerOfficialClients(t *testing.T) {
 			t.Fatalf("legacy cancel: %+v", l)
 		}
 		wantUpstreamCancelled(t, peer, w, l.TaskID)
+	})
+}
+
+// Acceptance 2: the upstream stopped mid-run and started again, the task
+// completes after retries (their statusMessage naming the upstream); the
+// upstream gone for good, the task fails naming it and the last error.
+func TestGatewayUpstreamRestartAndGone(t *testing.T) {
+	peertest.Bin(t)
+	t.Parallel()
+	onBrokers(t, func(t *testing.T, s *system) {
+		peer := peertest.Start(t)
+		cfg := filepath.Join(t.TempDir(), "mcp.json")
+		conf, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"ref": map[string]any{"url": peer.URL, "prefix": "ref."}}})
+		if err := os.WriteFile(cfg, conf, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		w := s.bridgeWorker(t, s.bins.Worker, "worker", nil, "--max-attempts", "6", "--mcp-config", cfg)
+		listTools(t, s.mcpURL, "ref.slow_compute")
+		c := harness.NewClient(s.mcpURL, true)
+
+		id := c.StartTask(t, "ref.slow_compute", map[string]any{"seconds": 3, "label": "restart"})
+		first := upstreamTaskOf(t, w, id)
+		peer.Stop()
+		var retrying string
+		harness.Eventually(t, 60*time.Second, func() (bool, string) {
+			tk, err := c.GetTask(t.Context(), id)
+			if err != nil {
+				return false, err.Error()
+			}
+			retrying = tk.StatusMessage
+			return tk.Status == "working" && strings.Contains(tk.StatusMessage, "retrying") && strings.Contains(tk.StatusMessage, `mcp server "ref"`),
+				tk.Status + ": " + tk.StatusMessage
+		})
+		if strings.Contains(retrying, first) {
+			t.Fatalf("the statusMessage %q shows the upstream task's id (a bearer handle)", retrying)
+		}
+		if err := peer.Start(); err != nil {
+			t.Fatal(err)
+		}
+		tk := c.WaitStatus(t, id, 90*time.Second, "completed", "failed", "cancelled")
+		if tk.Status != "completed" || !strings.Contains(resultText(t, tk.Result), `Computation "restart" completed`) {
+			t.Fatalf("after the upstream came back the task ended %s: %+v (retrying said %q)", tk.Status, tk, retrying)
+		}
+		t.Logf("while the upstream was down: %q", retrying)
+
+		peer.Stop() // for good
+		id = c.StartTask(t, "ref.greet", map[string]any{"name": "nobody"})
+		tk = c.WaitStatus(t, id, 3*time.Minute, "completed", "failed", "cancelled")
+		if tk.Status != "failed" || !strings.Contains(tk.StatusMessage, `mcp server "ref"`) || !strings.Contains(tk.StatusMessage, "connection refused") ||
+			!strings.Contains(tk.StatusMessage, "attempt 6 of 6") {
+			t.Fatalf("with the upstream gone the task ended %s: %q, want failed naming the upstream, the last error and the attempts", tk.Status, tk.StatusMessage)
+		}
+		t.Logf("gone for good: %q", tk.StatusMessage)
 	})
 }

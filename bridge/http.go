@@ -353,7 +353,7 @@ func (c *httpConn) read(resp *http.Response, p peek) ([]byte, error) {
 }
 
 // events reads an SSE stream, delivering each event's data (a JSON-RPC
-// message) in order, but for those seen keeps.
+// message) in order, until seen keeps one (the answer a POST waits for).
 func (c *httpConn) events(body io.Reader, seen func([]byte) bool) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), MaxMessage)
@@ -364,9 +364,10 @@ func (c *httpConn) events(body io.Reader, seen func([]byte) bool) error {
 		if len(line) == 0 {
 			if len(data) > 0 && (event == "" || event == "message") {
 				msg := append([]byte(nil), data...)
-				if !seen(msg) {
-					c.push(msg)
+				if seen(msg) {
+					return nil
 				}
+				c.push(msg)
 			}
 			data, event = data[:0], ""
 			continue

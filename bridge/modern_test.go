@@ -22,19 +22,24 @@ import (
 	"github.com/mcpqueue/mcpqueue/internal/testenv"
 )
 
-func startPeerRelay(t *testing.T, url, protocol string, log *redistest.SyncBuffer) *relayed {
+// relayHTTP relays h with sessions sessions, logging to the test and log.
+func relayHTTP(t *testing.T, h HTTPServer, sessions int, log *redistest.SyncBuffer) *relayed {
 	t.Helper()
 	mux := consumer.NewMux()
 	logger := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), log)).Level(zerolog.DebugLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h := HTTPServer{URL: url, Protocol: protocol}
-	r, err := Serve(ctx, mux, h.Dialer(logger), &Options{Logger: logger, Sessions: 2})
+	r, err := Serve(ctx, mux, h.Dialer(logger), &Options{Logger: logger, Sessions: sessions})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return &relayed{r: r, mux: mux}
+}
+
+func startPeerRelay(t *testing.T, url, protocol string, log *redistest.SyncBuffer) *relayed {
+	t.Helper()
+	return relayHTTP(t, HTTPServer{URL: url, Protocol: protocol}, 2, log)
 }
 
 func toolNames(x *relayed) map[string]bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -90,18 +89,8 @@ func (ti *tokenIssuer) counts() (issued, refused, bad int) {
 
 func startOAuthRelay(t *testing.T, tokenURL, mcpURL string, log *redistest.SyncBuffer) *relayed {
 	t.Helper()
-	mux := consumer.NewMux()
-	logger := zerolog.New(io.MultiWriter(zerolog.NewTestWriter(t), log)).Level(zerolog.DebugLevel)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	h := HTTPServer{URL: mcpURL, ForwardIdentity: "X-User",
-		OAuth: &OAuth{TokenURL: tokenURL, ClientID: "gw-client", ClientSecret: testSecret, Scopes: []string{"mcp:call"}}}
-	r, err := Serve(ctx, mux, h.Dialer(logger), &Options{Logger: logger})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close() })
-	return &relayed{r: r, mux: mux}
+	return relayHTTP(t, HTTPServer{URL: mcpURL, ForwardIdentity: "X-User",
+		OAuth: &OAuth{TokenURL: tokenURL, ClientID: "gw-client", ClientSecret: testSecret, Scopes: []string{"mcp:call"}}}, 1, log)
 }
 
 func TestOAuthClientCredentialsAndIdentity(t *testing.T) {

@@ -53,11 +53,23 @@ func upstreamTaskOf(t *testing.T, w *harness.Proc, taskID string) string {
 	return up
 }
 
-// wantUpstreamCancelled waits until the reference server reports the
-// upstream task of our task id cancelled.
-func wantUpstreamCancelled(t *testing.T, peer *peertest.Server, w *harness.Proc, taskID string) {
+// wantOneInput fails the test unless the client answered one input request.
+func wantOneInput(t *testing.T, r clientSummary) {
 	t.Helper()
-	up := upstreamTaskOf(t, w, taskID)
+	if r.InputRequests == nil || *r.InputRequests != 1 {
+		t.Fatalf("elicit: %+v, want one input request", r)
+	}
+}
+
+// wantUpstreamCancelled fails the test unless the client's task ended
+// cancelled, and waits until the reference server reports the upstream
+// task of it cancelled.
+func wantUpstreamCancelled(t *testing.T, peer *peertest.Server, w *harness.Proc, r clientSummary) {
+	t.Helper()
+	if r.Status != "cancelled" {
+		t.Fatalf("cancel: %+v", r)
+	}
+	up := upstreamTaskOf(t, w, r.TaskID)
 	harness.Eventually(t, 30*time.Second, func() (bool, string) {
 		st, err := peer.Status(up)
 		return err == nil && st == "cancelled", "upstream task " + up + ": " + st + " " + errString(err)
@@ -82,29 +94,15 @@ func TestGatewayReferenceServerOfficialClients(t *testing.T) {
 		// 2026-07-28 client (ext-tasks).
 		r := runOfficialClient(t, s.mcpURL, "list-and-settle", "ref.slow_compute", `{"seconds":1,"label":"ext"}`, `Computation "ext" completed`)
 		upstreamTaskOf(t, w, r.TaskID) // ran as an upstream task
-		r = runOfficialClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-ext.txt"}`, "deleted 'gw-ext.txt'")
-		if r.InputRequests == nil || *r.InputRequests != 1 {
-			t.Fatalf("elicit: %+v, want one input request", r)
-		}
-		r = runOfficialClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task")
-		if r.Status != "cancelled" {
-			t.Fatalf("cancel: %+v", r)
-		}
-		wantUpstreamCancelled(t, peer, w, r.TaskID)
+		wantOneInput(t, runOfficialClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-ext.txt"}`, "deleted 'gw-ext.txt'"))
+		wantUpstreamCancelled(t, peer, w, runOfficialClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task"))
 		// The upstream pinned to 2025-11-25: a plain call, a task here.
 		runOfficialClient(t, s.mcpURL, "list-and-settle", "v1.greet", `{"name":"Ada"}`, "Hello, Ada!")
 
 		// 2025-11-25 client (sdk 1.x experimental tasks).
 		runLegacyClient(t, s.mcpURL, "stream-result", "ref.slow_compute", `{"seconds":1,"label":"v1"}`, `Computation "v1" completed`)
-		l := runLegacyClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-v1.txt"}`, `{"action":"accept","content":{"confirm":true}}`, "deleted 'gw-v1.txt'")
-		if l.InputRequests == nil || *l.InputRequests != 1 {
-			t.Fatalf("legacy elicit: %+v, want one input request", l)
-		}
-		l = runLegacyClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task")
-		if l.Status != "cancelled" {
-			t.Fatalf("legacy cancel: %+v", l)
-		}
-		wantUpstreamCancelled(t, peer, w, l.TaskID)
+		wantOneInput(t, runLegacyClient(t, s.mcpURL, "elicit", "ref.confirm_delete", `{"filename":"gw-v1.txt"}`, `{"action":"accept","content":{"confirm":true}}`, "deleted 'gw-v1.txt'").clientSummary)
+		wantUpstreamCancelled(t, peer, w, runLegacyClient(t, s.mcpURL, "cancel", "ref.slow_compute", `{"seconds":60}`, "upstream task").clientSummary)
 	})
 }
 

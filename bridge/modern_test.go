@@ -94,6 +94,22 @@ func TestModernUpstreamTasks(t *testing.T) {
 		t.Fatalf("confirm_delete: %s %v (asked %v)", res, err, f.asked)
 	}
 
+	// Two input requests at once (each answered with its own tasks/update),
+	// and an MRTR round before the server makes the call a task.
+	ada := func() *fakeCall {
+		return &fakeCall{answer: func(consumer.InputRequest) (json.RawMessage, error) {
+			return json.RawMessage(`{"action":"accept","content":{"confirm":true,"name":"Ada Lovelace"}}`), nil
+		}}
+	}
+	f = ada()
+	if res, err = x.call(t, context.Background(), f, "multi_input", `{}`); err != nil || textOf(t, res) != `name="Ada Lovelace" confirmed=true` || len(f.asked) != 2 {
+		t.Fatalf("multi_input: %s %v (asked %d)", res, err, len(f.asked))
+	}
+	f = ada()
+	if res, err = x.call(t, context.Background(), f, "test_tool_with_task", `{}`); err != nil || textOf(t, res) != "Hello, Ada Lovelace! (computed in task)" || len(f.asked) != 1 {
+		t.Fatalf("test_tool_with_task (MRTR, then a task): %s %v (asked %d)", res, err, len(f.asked))
+	}
+
 	// A JSON-RPC error of the task is the call's; a tool error is a result.
 	if _, err = x.call(t, context.Background(), &fakeCall{}, "protocol_error_job", `{}`); err == nil || !strings.Contains(err.Error(), "simulated protocol error") {
 		t.Fatalf("protocol_error_job: %v", err)

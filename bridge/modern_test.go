@@ -42,6 +42,28 @@ func startPeerRelay(t *testing.T, url, protocol string, log *redistest.SyncBuffe
 	return relayHTTP(t, HTTPServer{URL: url, Protocol: protocol}, 2, log)
 }
 
+// A tool's own timeout ("tools" in --mcp-config) wins over the server's.
+func TestToolTimeouts(t *testing.T) {
+	t.Parallel()
+	peer := peertest.Start(t)
+	mux := consumer.NewMux()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := Start(ctx, mux, []Server{{HTTP: HTTPServer{URL: peer.URL}, Timeout: time.Minute,
+		ToolTimeouts: map[string]time.Duration{"slow_compute": 90 * time.Minute}}}, 1, zerolog.New(zerolog.NewTestWriter(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	got := map[string]int64{}
+	for _, info := range mux.Tools() {
+		got[info.Name] = info.TimeoutMs
+	}
+	if got["slow_compute"] != (90 * time.Minute).Milliseconds() || got["greet"] != time.Minute.Milliseconds() {
+		t.Fatalf("timeouts (ms) %v: want slow_compute's own, the server's for greet", got)
+	}
+}
+
 func toolNames(x *relayed) map[string]bool {
 	names := map[string]bool{}
 	for _, info := range x.mux.Tools() {

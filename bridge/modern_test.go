@@ -59,7 +59,7 @@ func TestToolTimeouts(t *testing.T) {
 	for _, info := range mux.Tools() {
 		got[info.Name] = info.TimeoutMs
 	}
-	if got["slow_compute"] != (90 * time.Minute).Milliseconds() || got["greet"] != time.Minute.Milliseconds() {
+	if got["slow_compute"] != (90*time.Minute).Milliseconds() || got["greet"] != time.Minute.Milliseconds() {
 		t.Fatalf("timeouts (ms) %v: want slow_compute's own, the server's for greet", got)
 	}
 }

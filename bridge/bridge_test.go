@@ -115,9 +115,11 @@ type fakeCall struct {
 	progress []string
 	asked    []consumer.InputRequest
 	answer   func(consumer.InputRequest) (json.RawMessage, error)
+	owner    string
 }
 
 func (f *fakeCall) TaskID() string { return "t1" }
+func (f *fakeCall) Owner() string  { return f.owner }
 func (f *fakeCall) Progress(_ context.Context, p, total float64, msg string) error {
 	f.mu.Lock()
 	f.progress = append(f.progress, msg)

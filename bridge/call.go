@@ -16,6 +16,7 @@ import (
 // caller is what a relayed call uses of its consumer.Call.
 type caller interface {
 	TaskID() string
+	Owner() string
 	Progress(ctx context.Context, progress, total float64, message string) error
 	Log(ctx context.Context, level string, data any) error
 	Ask(ctx context.Context, reqs ...consumer.InputRequest) ([]json.RawMessage, error)

@@ -33,6 +33,8 @@ type Server struct {
 	Timeout  time.Duration
 	LogLevel string
 	Roots    bool
+	// ToolTimeouts as in Options (the config's "tools": {name: {"timeout"}}).
+	ToolTimeouts map[string]time.Duration
 }
 
 // ParseCommandLine splits a command line into words the way a POSIX shell
@@ -106,19 +108,51 @@ func FromCommandLine(line string) (Server, error) {
 // fileServer is one entry of a configuration file's "mcpServers": the shape
 // MCP hosts use (command, args, env), plus the bridge's own settings.
 type fileServer struct {
-	Type        string            `json:"type"` // "stdio", "http" or empty
-	Command     string            `json:"command"`
-	URL         string            `json:"url"`
-	Headers     map[string]string `json:"headers"`
-	Args        []string          `json:"args"`
-	Env         map[string]string `json:"env"`
-	Cwd         string            `json:"cwd"`
-	Prefix      string            `json:"prefix"`
-	Concurrency int               `json:"concurrency"`
-	Timeout     string            `json:"timeout"`
-	LogLevel    string            `json:"logLevel"`
-	Roots       bool              `json:"roots"`
-	Disabled    bool              `json:"disabled"`
+	Type            string            `json:"type"` // "stdio", "http" or empty
+	Command         string            `json:"command"`
+	URL             string            `json:"url"`
+	Headers         map[string]string `json:"headers"`
+	Protocol        string            `json:"protocol"`        // task gateway: the upstream era (HTTPServer.Protocol)
+	OAuth           *fileOAuth        `json:"oauth"`           // task gateway: HTTPServer.OAuth
+	ForwardIdentity string            `json:"forwardIdentity"` // task gateway: HTTPServer.ForwardIdentity
+	Args            []string          `json:"args"`
+	Env             map[string]string `json:"env"`
+	Cwd             string            `json:"cwd"`
+	Prefix          string            `json:"prefix"`
+	Concurrency     int               `json:"concurrency"`
+	Timeout         string            `json:"timeout"`
+	LogLevel        string            `json:"logLevel"`
+	Roots           bool              `json:"roots"`
+	Disabled        bool              `json:"disabled"`
+	// Tools holds per-tool settings, by the server's tool name (task gateway).
+	Tools map[string]fileTool `json:"tools"`
+}
+
+// fileOAuth is a server entry's "oauth": the client-credentials grant.
+type fileOAuth struct {
+	TokenURL     string   `json:"tokenUrl"`
+	ClientID     string   `json:"clientId"`
+	ClientSecret string   `json:"clientSecret"`
+	Scopes       []string `json:"scopes"`
+}
+
+// auth is the entry's OAuth grant, its id and secret expanded as header
+// values are (${VAR}, @/path).
+func (f *fileOAuth) auth() (*OAuth, error) {
+	o := &OAuth{TokenURL: f.TokenURL, Scopes: f.Scopes}
+	var err error
+	if o.ClientID, err = ExpandHeader(f.ClientID); err != nil {
+		return nil, fmt.Errorf("oauth clientId: %w", err)
+	}
+	if o.ClientSecret, err = ExpandHeader(f.ClientSecret); err != nil {
+		return nil, fmt.Errorf("oauth clientSecret: %w", err)
+	}
+	return o, o.check()
+}
+
+// fileTool is one tool's settings in a server entry's "tools".
+type fileTool struct {
+	Timeout string `json:"timeout"`
 }
 
 // LoadConfig reads a configuration file of servers, the JSON MCP hosts use:
@@ -126,10 +160,12 @@ type fileServer struct {
 //	{"mcpServers": {"everything": {
 //	    "command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"],
 //	    "env": {"HOME": "/var/lib/mcp"},
-//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false}}}
+//	    "prefix": "ev.", "concurrency": 4, "timeout": "5m", "logLevel": "info", "roots": false,
+//	    "tools": {"trigger-long-running-operation": {"timeout": "30m"}}}}}
 //
 // A server's key is its name. Its env is its whole environment (PATH
-// defaults to DefaultPath); "concurrency" is Options.Sessions. Entries with
+// defaults to DefaultPath); "concurrency" is Options.Sessions; "tools"
+// gives single tools (by the server's name) a timeout of their own. Entries with
 // "disabled": true are skipped; unknown fields are an error.
 //
 // A remote server (Streamable HTTP) has a "url" instead of a command, and
@@ -138,7 +174,16 @@ type fileServer struct {
 //	{"mcpServers": {"remote": {"url": "https://mcp.example.com/mcp",
 //	    "headers": {"Authorization": "Bearer ${TOKEN}", "X-Key": "@/run/secrets/key"}}}}
 //
-// In a header value ${VAR} is the worker's environment variable VAR (an
+// "protocol" pins the upstream's era, "2025-11-25" (initialize, a session)
+// or "2026-07-28" (per-request framing; its tasks followed); without it
+// server/discover is tried first, then initialize.
+//
+// "oauth": {"tokenUrl", "clientId", "clientSecret", "scopes"} fetches a
+// bearer token with the OAuth client-credentials grant (refreshed before it
+// expires and when the server answers 401); "forwardIdentity": "X-User"
+// sends the task owner's subject in that header.
+//
+// In a header value (and oauth's clientId and clientSecret) ${VAR} is the worker's environment variable VAR (an
 // unset one is an error), and a value "@/path" is the file's content
 // (trailing blanks trimmed), so secrets need not be in the file.
 func LoadConfig(path string) ([]Server, error) {
@@ -174,14 +219,24 @@ func LoadConfig(path string) ([]Server, error) {
 				return nil, fmt.Errorf("bridge: %s: server %q: timeout: %w", path, n, err)
 			}
 		}
+		for tool, tc := range f.Tools {
+			d, err := time.ParseDuration(tc.Timeout)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("bridge: %s: server %q: tool %q: timeout %q: want a positive duration such as \"30s\"", path, n, tool, tc.Timeout)
+			}
+			if s.ToolTimeouts == nil {
+				s.ToolTimeouts = map[string]time.Duration{}
+			}
+			s.ToolTimeouts[tool] = d
+		}
 		out = append(out, s)
 	}
 	return out, nil
 }
 
 // server checks an entry and makes it a Server (without its timeout).
-func (f fileServer) server(name string) (Server, error) {
-	s := Server{Name: name, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots}
+func (f fileServer) server(name string) (s Server, err error) {
+	s = Server{Name: name, Prefix: f.Prefix, Sessions: f.Concurrency, LogLevel: f.LogLevel, Roots: f.Roots}
 	if f.Concurrency < 0 {
 		return s, errors.New("negative concurrency")
 	}
@@ -198,7 +253,23 @@ func (f fileServer) server(name string) (Server, error) {
 		if err := CheckURL(f.URL); err != nil {
 			return s, err
 		}
-		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}}
+		if err := CheckProtocol(f.Protocol); err != nil {
+			return s, err
+		}
+		s.HTTP = HTTPServer{URL: f.URL, Headers: map[string]string{}, Protocol: f.Protocol, ForwardIdentity: f.ForwardIdentity}
+		if f.OAuth != nil {
+			if s.HTTP.OAuth, err = f.OAuth.auth(); err != nil {
+				return s, err
+			}
+			for k := range f.Headers {
+				if strings.EqualFold(k, "Authorization") {
+					return s, errors.New(`both "oauth" and an Authorization header: the grant's token is the Authorization`)
+				}
+			}
+		}
+		if f.ForwardIdentity != "" && !validHeaderName(f.ForwardIdentity) {
+			return s, fmt.Errorf(`forwardIdentity %q is not a header name`, f.ForwardIdentity)
+		}
 		for k, v := range f.Headers {
 			val, err := ExpandHeader(v)
 			if err != nil {
@@ -213,11 +284,25 @@ func (f fileServer) server(name string) (Server, error) {
 		if len(f.Headers) > 0 {
 			return s, errors.New(`"headers" are for a "url", not a command`)
 		}
+		if f.Protocol != "" || f.OAuth != nil || f.ForwardIdentity != "" {
+			return s, errors.New(`"protocol", "oauth" and "forwardIdentity" are for a "url", not a command`)
+		}
 		s.Command = Command{Path: f.Command, Args: f.Args, Env: f.Env, Dir: f.Cwd}
 	default:
 		return s, errors.New(`needs a "command" or a "url"`)
 	}
 	return s, nil
+}
+
+// validHeaderName reports whether n is an HTTP header name (an RFC 9110
+// token).
+func validHeaderName(n string) bool {
+	for _, r := range n {
+		if r > 0x7e || r <= ' ' || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) {
+			return false
+		}
+	}
+	return n != ""
 }
 
 var headerVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -287,7 +372,7 @@ func Start(ctx context.Context, mux *consumer.Mux, servers []Server, sessions in
 			n = sessions
 		}
 		r, err := Serve(ctx, mux, s.dialer(log), &Options{
-			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
+			Name: s.Name, Prefix: s.Prefix, Sessions: n, Timeout: s.Timeout, ToolTimeouts: s.ToolTimeouts, LogLevel: s.LogLevel, Roots: s.Roots, Logger: log,
 		})
 		if err != nil {
 			out.Close()

@@ -31,7 +31,18 @@
 // attempts last, then fails with a message naming the server and how it
 // ended. Sessions that die are replaced on demand, with backoff.
 //
+// A remote server (HTTPServer) may speak either protocol era: 2025-11-25
+// (initialize, a session) or 2026-07-28 (per-request _meta and headers,
+// server/discover), probed or configured (HTTPServer.Protocol). A
+// 2026-07-28 server with the tasks extension may answer a call with a task
+// of its own: the bridge then follows it (tasks/get at its poll interval:
+// its statusMessage as progress, its inputRequests as input requests
+// answered with tasks/update, its result or error as the call's), and the
+// call's cancel becomes tasks/cancel.
+//
 // Resources are not relayed: workers serve tools and prompts only.
 // Server tools that require task-augmented execution (execution.taskSupport
-// "required") are skipped with a warning: the bridge is a plain client.
+// "required") are skipped with a warning unless the server runs upstream
+// tasks the bridge follows (2026-07-28 above); otherwise the bridge is a
+// plain client.
 package bridge

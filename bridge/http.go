@@ -31,6 +31,18 @@ type HTTPServer struct {
 	// Client is the HTTP client (nil: a client without an overall
 	// timeout, since calls may run long).
 	Client *http.Client
+	// Protocol is the upstream's era (task gateway): ProtocolLegacy
+	// (initialize, a session), ProtocolModern (2026-07-28 per-request
+	// framing, upstream tasks followed), or ProtocolAuto: server/discover
+	// is tried first and initialize if the server does not answer it.
+	Protocol string
+	// OAuth, when set, is the OAuth client-credentials grant whose bearer
+	// token every request carries (task gateway; oauth.go).
+	OAuth *OAuth
+	// ForwardIdentity, when set, names a header that carries the task
+	// owner's subject (the authenticated principal that created the task)
+	// on the requests of its call.
+	ForwardIdentity string
 }
 
 // CheckURL reports whether raw is an absolute http or https URL.
@@ -46,13 +58,17 @@ func CheckURL(raw string) error {
 }
 
 // Dialer opens one Streamable-HTTP session per call of the Dialer.
+// The sessions share one HTTP client (and one OAuth token).
 func (h HTTPServer) Dialer(log zerolog.Logger) Dialer {
+	h.Client = h.client()
 	return func(ctx context.Context) (Conn, error) { return h.open(log) }
 }
 
 // redacted is the URL as logged and in errors: no user info, no query.
-func (h HTTPServer) redacted() string {
-	u, err := url.Parse(h.URL)
+func (h HTTPServer) redacted() string { return redactURL(h.URL) }
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return "(bad URL)"
 	}
@@ -90,13 +106,34 @@ type httpConn struct {
 	done     chan struct{}
 	cause    error
 	inflight sync.WaitGroup
+
+	// 2026-07-28 (modern.go): set by initialize on a modern server.
+	modern     bool
+	clientCaps json.RawMessage // the _meta clientCapabilities of each request
+	clientInfo json.RawMessage
+	logLevel   string
+	calls      map[string]*modernCall   // the session's requests running, by id
+	asks       map[string]chan *message // input requests handed to the session, by id
+	nextAsk    int
+	nextPost   int
+
+	identity string // the running call's owner (HTTPServer.ForwardIdentity)
+}
+
+// forward sets the identity the requests of the running call forward
+// ("" between calls).
+func (c *httpConn) forward(owner string) {
+	c.mu.Lock()
+	c.identity = owner
+	c.mu.Unlock()
 }
 
 func (h HTTPServer) open(log zerolog.Logger) (*httpConn, error) {
 	if err := CheckURL(h.URL); err != nil {
 		return nil, err
 	}
-	c := &httpConn{h: h, client: h.Client, log: log, where: h.redacted(), in: make(chan []byte, 64), done: make(chan struct{})}
+	c := &httpConn{h: h, client: h.Client, log: log, where: h.redacted(), in: make(chan []byte, 64), done: make(chan struct{}),
+		calls: map[string]*modernCall{}, asks: map[string]chan *message{}}
 	if c.client == nil {
 		c.client = &http.Client{}
 	}
@@ -106,7 +143,7 @@ func (h HTTPServer) open(log zerolog.Logger) (*httpConn, error) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	log.Info().Str("url", c.where).Strs("headers", names).Msg("mcp server session opening (streamable http)")
+	log.Info().Str("url", c.where).Strs("headers", names).Bool("oauth", h.OAuth != nil).Msg("mcp server session opening (streamable http)")
 	return c, nil
 }
 
@@ -170,15 +207,14 @@ func (c *httpConn) Write(msg []byte) error {
 		c.mu.Lock()
 		c.initID = string(p.ID)
 		c.mu.Unlock()
+		c.background(func() error { return c.initialize(msg, p) })
+		return nil
+	}
+	if c.isModern() {
+		return c.writeModern(msg, p)
 	}
 	if p.Method != "" && len(p.ID) > 0 { // a request
-		c.inflight.Add(1)
-		go func() {
-			defer c.inflight.Done()
-			if err := c.post(msg, p); err != nil {
-				c.fail(err)
-			}
-		}()
+		c.background(func() error { return c.post(msg, p) })
 		return nil
 	}
 	if err := c.post(msg, p); err != nil {
@@ -191,6 +227,17 @@ func (c *httpConn) Write(msg []byte) error {
 	return nil
 }
 
+// background runs f beside the session; its error ends the Conn.
+func (c *httpConn) background(f func() error) {
+	c.inflight.Add(1)
+	go func() {
+		defer c.inflight.Done()
+		if err := f(); err != nil {
+			c.fail(err)
+		}
+	}()
+}
+
 // header sets the headers every request carries.
 func (c *httpConn) header(req *http.Request, accept string) {
 	for k, v := range c.h.Headers {
@@ -199,6 +246,9 @@ func (c *httpConn) header(req *http.Request, accept string) {
 	req.Header.Set("Accept", accept)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.h.ForwardIdentity != "" && c.identity != "" {
+		req.Header.Set(c.h.ForwardIdentity, c.identity)
+	}
 	if c.session != "" {
 		req.Header.Set("Mcp-Session-Id", c.session)
 	}
@@ -234,7 +284,12 @@ func (c *httpConn) post(msg []byte, p peek) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		return nil // a notification or response: nothing comes back
 	}
-	return c.answer(resp, p)
+	raw, err := c.read(resp, p)
+	if err != nil {
+		return err
+	}
+	c.push(raw)
+	return nil
 }
 
 // status turns an HTTP error into the Conn's end.
@@ -259,43 +314,47 @@ func (c *httpConn) sessionID() string {
 	return c.session
 }
 
-// answer delivers a request's answer: a JSON body or an SSE stream that
-// must carry the response to the request.
-func (c *httpConn) answer(resp *http.Response, p peek) error {
+// read returns a request's answer: a JSON body, or the response on an SSE
+// stream that must carry it (what else the stream carries is delivered).
+func (c *httpConn) read(resp *http.Response, p peek) ([]byte, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch ct {
 	case "application/json":
 		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxMessage+1))
 		if err != nil {
-			return fmt.Errorf("POST %s (%s): reading the answer: %w", c.where, what(p), unwrapURL(err))
+			return nil, fmt.Errorf("POST %s (%s): reading the answer: %w", c.where, what(p), unwrapURL(err))
 		}
 		if len(body) > MaxMessage {
-			return fmt.Errorf("POST %s (%s): an answer longer than %d bytes", c.where, what(p), MaxMessage)
+			return nil, fmt.Errorf("POST %s (%s): an answer longer than %d bytes", c.where, what(p), MaxMessage)
 		}
-		c.push(body)
-		return nil
+		return body, nil
 	case "text/event-stream":
-		answered := false
-		err := c.events(resp.Body, func(data []byte) {
-			if bytes.Equal(idOf(data), p.ID) {
-				answered = true
+		var answer []byte
+		err := c.events(resp.Body, func(data []byte) bool {
+			if answer == nil && bytes.Equal(idOf(data), p.ID) {
+				answer = data
+				return true
 			}
+			return false
 		})
-		if answered || c.ctx.Err() != nil {
-			return nil
+		if answer != nil {
+			return answer, nil
 		}
 		if err == nil {
 			err = errors.New("stream ended")
 		}
-		return fmt.Errorf("POST %s (%s): the server's event stream ended before it answered: %w", c.where, what(p), unwrapURL(err))
+		if ctxErr := resp.Request.Context().Err(); ctxErr != nil {
+			err = ctxErr
+		}
+		return nil, fmt.Errorf("POST %s (%s): the server's event stream ended before it answered: %w", c.where, what(p), unwrapURL(err))
 	default:
-		return fmt.Errorf("POST %s (%s): answer of content type %q (want application/json or text/event-stream)", c.where, what(p), ct)
+		return nil, fmt.Errorf("POST %s (%s): answer of content type %q (want application/json or text/event-stream)", c.where, what(p), ct)
 	}
 }
 
 // events reads an SSE stream, delivering each event's data (a JSON-RPC
-// message) in order; seen is told about each.
-func (c *httpConn) events(body io.Reader, seen func([]byte)) error {
+// message) in order, until seen keeps one (the answer a POST waits for).
+func (c *httpConn) events(body io.Reader, seen func([]byte) bool) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), MaxMessage)
 	var data []byte
@@ -305,7 +364,9 @@ func (c *httpConn) events(body io.Reader, seen func([]byte)) error {
 		if len(line) == 0 {
 			if len(data) > 0 && (event == "" || event == "message") {
 				msg := append([]byte(nil), data...)
-				seen(msg)
+				if seen(msg) {
+					return nil
+				}
 				c.push(msg)
 			}
 			data, event = data[:0], ""
@@ -391,7 +452,7 @@ func (c *httpConn) startGet() {
 			c.log.Debug().Int("status", resp.StatusCode).Msg("server offers no GET stream; list changes are seen on the next session")
 			return
 		}
-		err = c.events(resp.Body, func([]byte) {})
+		err = c.events(resp.Body, func([]byte) bool { return false })
 		if c.ctx.Err() == nil {
 			c.log.Debug().AnErr("err", err).Msg("GET stream for server notifications ended")
 		}

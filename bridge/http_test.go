@@ -55,7 +55,7 @@ func newUpstream(t *testing.T, jsonResponse bool) *upstream {
 		if r.Header.Get("Authorization") != "Bearer "+testToken {
 			u.noAuth++
 		}
-		if r.Method == http.MethodPost && m.Method != "initialize" {
+		if r.Method == http.MethodPost && m.Method != "initialize" && m.Method != "server/discover" { // discover: the era probe
 			u.versions = append(u.versions, r.Header.Get("MCP-Protocol-Version"))
 			if r.Header.Get("Mcp-Session-Id") == "" {
 				u.noSess++
@@ -252,12 +252,16 @@ func TestLoadConfigURL(t *testing.T) {
 		}
 	}
 	write(`{"mcpServers": {"remote": {"type": "http", "url": "https://mcp.example.com/mcp", "prefix": "r.", "concurrency": 3,
+		"protocol": "2026-07-28", "timeout": "1m", "tools": {"slow": {"timeout": "90m"}},
 		"headers": {"Authorization": "Bearer ${GW_TOKEN}", "X-Key": "@` + key + `", "X-Plain": "plain"}}}}`)
 	servers, err := LoadConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := servers[0].HTTP
+	if h.Protocol != ProtocolModern || servers[0].Timeout != time.Minute || servers[0].ToolTimeouts["slow"] != 90*time.Minute {
+		t.Fatalf("protocol %q, timeouts %v %v", h.Protocol, servers[0].Timeout, servers[0].ToolTimeouts)
+	}
 	if len(servers) != 1 || h.URL != "https://mcp.example.com/mcp" || servers[0].Prefix != "r." || servers[0].Sessions != 3 ||
 		h.Headers["Authorization"] != "Bearer from-the-env" || h.Headers["X-Key"] != "from-a-file" || h.Headers["X-Plain"] != "plain" {
 		t.Fatalf("loaded %+v", servers)
@@ -271,6 +275,9 @@ func TestLoadConfigURL(t *testing.T) {
 		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "args": ["x"]}}}`:                       `"args"`,
 		`{"mcpServers": {"a": {"command": "x", "headers": {"A": "b"}}}}`:                           `"headers" are for a "url"`,
 		`{"mcpServers": {"a": {}}}`: `needs a "command" or a "url"`,
+		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "protocol": "2025-06-18"}}}`:            `unknown protocol "2025-06-18"`,
+		`{"mcpServers": {"a": {"command": "x", "protocol": "2026-07-28"}}}`:                        `"protocol", "oauth" and "forwardIdentity" are for a "url"`,
+		`{"mcpServers": {"a": {"url": "http://127.0.0.1/", "tools": {"t": {"timeout": "soon"}}}}}`: `tool "t": timeout "soon"`,
 	} {
 		write(bad)
 		if _, err := LoadConfig(cfg); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `server "a"`) {

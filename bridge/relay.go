@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,9 @@ type Options struct {
 	// Timeout bounds one call (the tools' consumer.Tool.Timeout). Zero:
 	// the worker's.
 	Timeout time.Duration
+	// ToolTimeouts bound one call of the named tools (the server's names,
+	// without Prefix), instead of Timeout (task gateway).
+	ToolTimeouts map[string]time.Duration
 	// StartTimeout bounds starting a session: the handshake and the first
 	// lists. Default 60s (npx may download the server first).
 	StartTimeout time.Duration
@@ -175,7 +179,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 	sub := consumer.NewMux()
 	var names []string
 	for _, t := range tools {
-		if err := r.addTool(sub, t); err != nil {
+		if err := r.addTool(sub, t, s.upstreamTasks()); err != nil {
 			if !r.skipped[t.Name] {
 				r.skipped[t.Name] = true
 				s.logger().Warn().Str("tool", t.Name).Str("reason", err.Error()).Msg("tool not relayed")
@@ -231,8 +235,10 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 }
 
 // addTool registers one of the server's tools in sub.
-func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool) (err error) {
-	if t.TaskSupport() == mcpwire.TaskRequired {
+// upstreamTasks says the server runs calls as tasks the bridge follows
+// (the task gateway: 2026-07-28 with the tasks extension, modern.go).
+func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (err error) {
+	if t.TaskSupport() == mcpwire.TaskRequired && !upstreamTasks {
 		return errors.New("it requires task-augmented execution, which the bridge does not speak to servers")
 	}
 	var annotations map[string]any
@@ -256,7 +262,7 @@ func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool) (err error) {
 	consumer.HandleRaw(sub, consumer.Tool{
 		Name: r.opts.Prefix + t.Name, Title: t.Title, Description: t.Description,
 		InputSchema: in, OutputSchema: out, Annotations: annotations,
-		TaskSupport: consumer.TaskOptional, Timeout: r.opts.Timeout, MaxConcurrency: r.opts.Sessions,
+		TaskSupport: consumer.TaskOptional, Timeout: cmp.Or(r.opts.ToolTimeouts[t.Name], r.opts.Timeout), MaxConcurrency: r.opts.Sessions,
 	}, func(ctx context.Context, c *consumer.Call[json.RawMessage]) (json.RawMessage, error) {
 		args := c.Args
 		if len(args) == 0 || string(args) == "null" {

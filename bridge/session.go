@@ -123,6 +123,13 @@ func (s *session) initialize(ctx context.Context, logLevel string) error {
 	return nil
 }
 
+// upstreamTasks reports whether the server runs calls as tasks of its own
+// that the Conn follows (2026-07-28 with the tasks extension: modern.go).
+func (s *session) upstreamTasks() bool {
+	_, ext := s.init.Capabilities.Extensions[mcpwire.TasksExtension]
+	return s.init.ProtocolVersion == mcpwire.Version20260728 && ext
+}
+
 // read dispatches what the server sends until the stream ends.
 func (s *session) read() {
 	for {
@@ -389,17 +396,27 @@ func (s *session) logged(a *activeCall, params json.RawMessage) {
 	ev.Str("level_mcp", p.Level).Msg("server log")
 }
 
+// forwarder is a Conn that forwards the running call's owner upstream
+// (HTTPServer.ForwardIdentity).
+type forwarder interface{ forward(owner string) }
+
 // attach makes a the session's running call.
 func (s *session) attach(a *activeCall) {
 	s.mu.Lock()
 	s.running = a
 	s.mu.Unlock()
+	if f, ok := s.conn.(forwarder); ok {
+		f.forward(a.c.Owner())
+	}
 }
 
 func (s *session) detach() {
 	s.mu.Lock()
 	s.running = nil
 	s.mu.Unlock()
+	if f, ok := s.conn.(forwarder); ok {
+		f.forward("")
+	}
 }
 
 func cause(ctx context.Context) string {

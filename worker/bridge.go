@@ -33,7 +33,7 @@ func (w *Options) bridgeFlags(fs *flag.FlagSet, e *cli.Env) {
 		w.MCPURL = append(w.MCPURL, v)
 		return nil
 	})
-	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"} or {"url", "headers": {"Authorization": "Bearer ${TOKEN}" or "@/path/to/file"}, "prefix", …}}}`)
+	e.String(&w.MCPConfig, "mcp-config", "MCPQ_MCP_CONFIG", "", `relay the MCP servers of this JSON file: {"mcpServers": {NAME: {"command", "args", "env", "cwd", "prefix", "concurrency", "timeout", "logLevel", "roots"} or {"url", "headers": {"Authorization": "Bearer ${TOKEN}" or "@/path/to/file"}, "protocol", "oauth": {"tokenUrl", "clientId", "clientSecret", "scopes"}, "forwardIdentity", "tools": {TOOL: {"timeout"}}, "prefix", …}}}`)
 }
 
 // startRelays starts the MCP servers of --mcp-stdio, --mcp-url and

@@ -419,6 +419,9 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		log:     w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger(),
 		carried: carried,
 	}
+	if w.early(r) { // a scheduled job before its time: schedule.go
+		return
+	}
 	release, ok := w.admit(r)
 	if !ok {
 		return
@@ -595,7 +598,7 @@ func (w *Worker) take(r *delivery) bool {
 		t.Attempt++
 		t.MaxAttempts = attempts
 		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(r.lease).UTC()}
-		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) {
+		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) || taskstate.IsScheduledFor(t.StatusMessage) {
 			t.StatusMessage = ""
 		}
 		return nil

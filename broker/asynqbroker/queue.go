@@ -204,7 +204,11 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("asynqbroker: %w", err)
 	}
-	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b); err != nil {
+	var at []asynq.Option
+	if job.NotBefore.After(time.Now()) {
+		at = append(at, asynq.ProcessAt(job.NotBefore)) // Asynq's scheduled set: schedule.go
+	}
+	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b, at...); err != nil {
 		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil
@@ -213,14 +217,15 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 // put enqueues the job payload of route under id on queue: nil also when
 // the queue holds the id already (pending, running, retrying, or done within
 // the dedupe window).
-func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte) error {
-	_, err := q.client.EnqueueContext(ctx, asynq.NewTask(route, payload),
+func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte, extra ...asynq.Option) error {
+	opts := append([]asynq.Option{
 		asynq.TaskID(id),
 		asynq.Queue(queue),
-		asynq.MaxRetry(q.cfg.MaxDeliveries-1),
+		asynq.MaxRetry(q.cfg.MaxDeliveries - 1),
 		asynq.Retention(q.cfg.Dedupe),
 		asynq.Timeout(q.cfg.Timeout),
-	)
+	}, extra...)
+	_, err := q.client.EnqueueContext(ctx, asynq.NewTask(route, payload), opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil // already enqueued (or running, or recently done)
 	}

@@ -85,7 +85,10 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
-	maxSessions    int
+
+	maxScheduleAhead time.Duration // scheduled calls (issue #32 item 1)
+
+	maxSessions int
 
 	reapInterval time.Duration
 	publishGrace time.Duration
@@ -129,6 +132,7 @@ func main() {
 	e.Float64(&c.rateLimit, "rate-limit", "MCPQ_RATE_LIMIT", 0, "requests per second each principal (or client address, without auth) may send; 0: no limit")
 	e.Int(&c.rateBurst, "rate-burst", "MCPQ_RATE_BURST", 0, "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up")
 	e.Int(&c.maxActiveTasks, "max-active-tasks", "MCPQ_MAX_ACTIVE_TASKS", -1, "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap")
+	e.Duration(&c.maxScheduleAhead, "max-schedule-ahead", "MCPQ_MAX_SCHEDULE_AHEAD", mcpfront.DefaultMaxScheduleAhead, "how far ahead a tools/call's _meta[\"io.mcpqueue/not-before\"] may schedule it; later is refused with -32602") // scheduled calls
 	e.Int(&c.maxSessions, "max-sessions-per-principal", "MCPQ_MAX_SESSIONS_PER_PRINCIPAL", 256, "2025-11-25 sessions one authenticated principal may keep open (not yet expired or deleted), across replicas; past it initialize is refused with -32029; 0: no cap")
 	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
@@ -512,6 +516,8 @@ func (c *config) newFront(prod *producer.Producer, b *backend.Backend, reg *prom
 		Auth:           fauth,
 		Logger:         log,
 		Telemetry:      tel,
+
+		MaxScheduleAhead: c.maxScheduleAhead, // scheduled calls
 	})
 }
 

@@ -1,0 +1,43 @@
+package asynqbroker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hibiken/asynq"
+)
+
+// Scheduled jobs (issue #32 item 1): Enqueue puts a job whose NotBefore is
+// ahead in Asynq's scheduled set (asynq.ProcessAt), where it waits in
+// Redis, across restarts of every process, visible in asynqmon, until
+// Asynq's forwarder moves it to its queue when due.
+
+// Unschedule implements broker.Scheduler: it deletes task taskID's first
+// job (dedupe key = task id) from the scheduled set, in the route's own
+// queue and in the queue of the pool that serves it, while it is still
+// scheduled. A job already due (pending, active) is left to the worker,
+// which finds the record terminal.
+func (q *Queue) Unschedule(ctx context.Context, route, taskID string) error {
+	queues := []string{q.QueueName(route)}
+	if pq := q.queueOf(ctx, route); pq != queues[0] {
+		queues = append(queues, pq)
+	}
+	for _, queue := range queues {
+		info, err := q.inspector.GetTaskInfo(queue, taskID)
+		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("asynqbroker: unschedule %s: %w", taskID, err)
+		}
+		if info.State != asynq.TaskStateScheduled {
+			continue
+		}
+		err = q.inspector.DeleteTask(queue, taskID)
+		if err != nil && !errors.Is(err, asynq.ErrTaskNotFound) {
+			return fmt.Errorf("asynqbroker: unschedule %s: %w", taskID, err)
+		}
+	}
+	return nil
+}

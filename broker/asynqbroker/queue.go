@@ -206,7 +206,7 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	}
 	var at []asynq.Option
 	if job.NotBefore.After(time.Now()) {
-		at = append(at, asynq.ProcessAt(job.NotBefore)) // Asynq's scheduled set: schedule.go
+		at = append(at, asynq.ProcessAt(wholeSecondAfter(job.NotBefore))) // Asynq's scheduled set: schedule.go
 	}
 	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b, at...); err != nil {
 		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)

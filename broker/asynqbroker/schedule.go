@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 )
@@ -12,6 +13,16 @@ import (
 // ahead in Asynq's scheduled set (asynq.ProcessAt), where it waits in
 // Redis, across restarts of every process, visible in asynqmon, until
 // Asynq's forwarder moves it to its queue when due.
+
+// wholeSecondAfter is at rounded up to a whole second: Asynq keeps a
+// scheduled job's time in Unix seconds and lets it go once that second has
+// begun, which for a time within a second would be early.
+func wholeSecondAfter(at time.Time) time.Time {
+	if w := at.Truncate(time.Second); !w.Equal(at) {
+		return w.Add(time.Second)
+	}
+	return at
+}
 
 // Unschedule implements broker.Scheduler: it deletes task taskID's first
 // job (dedupe key = task id) from the scheduled set, in the route's own

@@ -23,6 +23,23 @@ func scheduledStart(t *testing.T, url string, at time.Time, marker string) strin
 	return c.StartTask(t, "count_run", map[string]any{"marker": marker})
 }
 
+// ranOnce waits up to within for task id, scheduled for at, to complete,
+// and fails unless it did so by one run of its handler (marker), not
+// before its time.
+func ranOnce(t *testing.T, c *harness.Client, id string, within time.Duration, at time.Time, marker string) {
+	t.Helper()
+	done := c.WaitStatus(t, id, within, "completed", "failed", "cancelled")
+	if done.Status != "completed" || resultText(t, done.Result) != "run 1" {
+		t.Fatalf("scheduled task: %s %q %s; want completed by its first run", done.Status, done.StatusMessage, done.Result)
+	}
+	if time.Now().Before(at) {
+		t.Fatalf("completed %s before its time", time.Until(at))
+	}
+	if n := runsIn(t, marker); n != 1 {
+		t.Fatalf("the scheduled handler started %d times, want once", n)
+	}
+}
+
 // Issue 32, acceptance 1: a call scheduled 4 s ahead is not running at
 // +2 s and has completed by +10 s, having run once; one cancelled before
 // its (earlier) time never runs.
@@ -54,16 +71,7 @@ func TestScheduledCall(t *testing.T) {
 			t.Fatalf("at +2 s: %+v (%v), %d runs; want working, not started", tk, err, runsIn(t, marker))
 		}
 
-		done := c.WaitStatus(t, id, time.Until(called.Add(10*time.Second)), "completed", "failed", "cancelled")
-		if done.Status != "completed" || resultText(t, done.Result) != "run 1" {
-			t.Fatalf("scheduled task: %s %q %s; want completed by its first run", done.Status, done.StatusMessage, done.Result)
-		}
-		if time.Now().Before(at) {
-			t.Fatalf("completed %s before its time", time.Until(at))
-		}
-		if n := runsIn(t, marker); n != 1 {
-			t.Fatalf("the scheduled handler started %d times, want once", n)
-		}
+		ranOnce(t, c, id, time.Until(called.Add(10*time.Second)), at, marker)
 		if n := runsIn(t, cancelled); n != 0 {
 			t.Fatalf("the cancelled scheduled task's handler started %d times, want never", n)
 		}
@@ -91,15 +99,6 @@ func TestScheduledCallSurvivesKills(t *testing.T) {
 		url, _ := harness.API(t, s.bins, s.be, s.prefix, apiArgs...)
 		s.bridgeWorker(t, s.bins.Worker, "worker-2", nil, "--mcp-stdio", s.bins.MCPServer)
 		c := harness.NewClient(url, true)
-		done := c.WaitStatus(t, id, 90*time.Second, "completed", "failed", "cancelled")
-		if done.Status != "completed" || resultText(t, done.Result) != "run 1" {
-			t.Fatalf("scheduled task after the kills: %s %q %s; want completed by its first run", done.Status, done.StatusMessage, done.Result)
-		}
-		if time.Now().Before(at) {
-			t.Fatalf("completed %s before its time", time.Until(at))
-		}
-		if n := runsIn(t, marker); n != 1 {
-			t.Fatalf("the scheduled handler started %d times, want once", n)
-		}
+		ranOnce(t, c, id, 90*time.Second, at, marker)
 	})
 }

@@ -232,6 +232,16 @@ func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte
 	return err
 }
 
+// routeQueues are the queues a job of route may wait in: its own, and the
+// queue of the pool that serves it now.
+func (q *Queue) routeQueues(ctx context.Context, route string) []string {
+	queues := []string{q.QueueName(route)}
+	if pq := q.queueOf(ctx, route); pq != queues[0] {
+		queues = append(queues, pq)
+	}
+	return queues
+}
+
 // Holds implements broker.Holder with the inspector: a job is held while
 // Asynq has it pending, scheduled, retrying or active, in the route's own
 // queue or in the queue of the pool that serves the route now; completed
@@ -239,11 +249,7 @@ func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte
 // jobs are not. A job left in the queue of a pool that no longer serves the
 // route is not held either, so the reaper republishes it where it runs.
 func (q *Queue) Holds(ctx context.Context, route, _, dedupe string) (bool, error) {
-	queues := []string{q.QueueName(route)}
-	if pq := q.queueOf(ctx, route); pq != queues[0] {
-		queues = append(queues, pq)
-	}
-	for _, queue := range queues {
+	for _, queue := range q.routeQueues(ctx, route) {
 		info, err := q.inspector.GetTaskInfo(queue, dedupe)
 		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 			continue

@@ -30,11 +30,7 @@ func wholeSecondAfter(at time.Time) time.Time {
 // scheduled. A job already due (pending, active) is left to the worker,
 // which finds the record terminal.
 func (q *Queue) Unschedule(ctx context.Context, route, taskID string) error {
-	queues := []string{q.QueueName(route)}
-	if pq := q.queueOf(ctx, route); pq != queues[0] {
-		queues = append(queues, pq)
-	}
-	for _, queue := range queues {
+	for _, queue := range q.routeQueues(ctx, route) {
 		info, err := q.inspector.GetTaskInfo(queue, taskID)
 		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 			continue

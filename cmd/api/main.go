@@ -96,7 +96,7 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "tasks" || os.Args[1] == "tools") { // operator CLI: cmd/api/tasks.go, tools.go
+	if len(os.Args) > 1 && (os.Args[1] == "tasks" || os.Args[1] == "tools" || os.Args[1] == "schedules") { // operator CLI: cmd/api/tasks.go, tools.go, schedules.go
 		os.Exit(operatorMain(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var c config
@@ -157,6 +157,7 @@ func main() {
 const apiUsage = `usage: api [flags]           serve MCP at http://<--listen>/mcp (default 127.0.0.1:8080)
        api tasks <command>   task records: list, get, cancel, purge (api tasks -h)
        api tools <command>   the tool catalog: list, rm (api tools -h)
+       api schedules <command>  recurring schedules: add, list, rm (api schedules -h)
        api help              this text
 
 With no --nats and --broker nats (the defaults) api runs all-in-one: an
@@ -177,10 +178,10 @@ func command(word string, usage func(), stderr io.Writer) int {
 	case "help":
 		usage()
 		return 0
-	case "tasks", "tools":
+	case "tasks", "tools", "schedules":
 		fmt.Fprintf(stderr, "api: %s is a command: put it first, before its flags (api %s -h)\n", word, word)
 	default:
-		fmt.Fprintf(stderr, "api: unknown command %q: the commands are tasks, tools and help; api with flags only serves (api -h lists the flags)\n", word)
+		fmt.Fprintf(stderr, "api: unknown command %q: the commands are tasks, tools, schedules and help; api with flags only serves (api -h lists the flags)\n", word)
 	}
 	return 2
 }
@@ -465,6 +466,7 @@ func (c *config) startWorker(ctx context.Context, b *backend.Backend, wg *sync.W
 
 // startReaper runs the reaper until ctx ends, unless --reap-interval is 0.
 func (c *config) startReaper(ctx context.Context, prod *producer.Producer, tel *telemetry.Telemetry, wg *sync.WaitGroup) {
+	wg.Go(func() { prod.RunSchedules(ctx, nil) }) // recurring schedules (issue #32 item 5): every replica fires them
 	if c.reapInterval <= 0 {
 		return
 	}

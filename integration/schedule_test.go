@@ -102,3 +102,33 @@ func TestScheduledCallSurvivesKills(t *testing.T) {
 		ranOnce(t, c, id, 90*time.Second, at, marker)
 	})
 }
+
+// Issue 32, acceptance 1: the broker killed (SIGKILL) and restarted while a
+// call waits for its time loses nothing: the record (and on Asynq the job
+// in the scheduled set) are on disk, and the call runs once when due.
+func TestScheduledCallSurvivesBrokerRestart(t *testing.T) {
+	t.Parallel()
+	eachBroker(t, func(t *testing.T, broker string) {
+		b := harness.Build(t)
+		logDir := harness.LogDir(t)
+		var be harness.Backend
+		var restart func()
+		if broker == "nats" {
+			n := harness.NATSFileServer(t, b, logDir)
+			be, restart = harness.NATSBackend(n.URL()), func() { n.Restart(t) }
+		} else {
+			r := harness.StartRedis(t, logDir)
+			be, restart = r.Backend(), func() { r.Restart(t) }
+		}
+		prefix := harness.Prefix("it", t.Name())
+		url, api := harness.API(t, b, be, prefix, "--reap-interval", "1s")
+		s := &system{bins: b, be: be, prefix: prefix, mcpURL: url, api: api}
+		s.bridgeWorker(t, b.Worker, "worker", nil, "--mcp-stdio", b.MCPServer)
+		listTools(t, url, "count_run")
+		marker := filepath.Join(t.TempDir(), "runs")
+		at := time.Now().Add(5 * time.Second)
+		id := scheduledStart(t, url, at, marker)
+		restart()
+		ranOnce(t, harness.NewClient(url, true), id, 2*time.Minute, at, marker)
+	})
+}

@@ -45,6 +45,11 @@ type Job struct {
 	// of a queue that does not carry it has none.
 	Record   json.RawMessage `json:"-"`
 	Revision uint64          `json:"-"`
+	// NotBefore, when set, is the time before which the job must not run
+	// (a scheduled call, issue #32 item 1). A Scheduler queue holds it
+	// until then; any other queue hands it out as usual, and the worker
+	// defers a delivery that comes early.
+	NotBefore time.Time `json:"notBefore,omitzero"`
 }
 
 // Route is what the queue routes the job by: the tool's name, or
@@ -110,6 +115,19 @@ type Withdrawer interface {
 	// that no worker has settled, waiting or handed out: the task has
 	// ended, so nothing is to run them again.
 	Withdraw(ctx context.Context, route, taskID string) error
+}
+
+// Scheduler is implemented by queues that keep a job whose NotBefore is
+// still ahead out of every consumer's reach until then (Asynq's scheduled
+// set), durably, so the producer enqueues a scheduled call's job at once.
+// A queue without it gets the job only when it is due (the producer's
+// reaper publishes it). Unschedule takes back such a job before it is
+// due: the task was cancelled (issue #32 item 1).
+type Scheduler interface {
+	// Unschedule removes the job of task taskID on route (see Holder)
+	// while it still waits for its NotBefore; a job that is due, handed
+	// out or gone is left alone, and no error.
+	Unschedule(ctx context.Context, route, taskID string) error
 }
 
 // ConsumerOptions tunes a worker's subscription. Zero values are defaults.

@@ -111,6 +111,7 @@ func New(ctx context.Context, cfg Config) *Console {
 	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
 	c.mux.HandleFunc("GET "+Path+"api/events", c.guard(c.events))
 	c.mux.HandleFunc("GET "+Path+"api/queue", c.guard(c.queue))
+	c.mux.HandleFunc("GET "+Path+"api/schedules", c.guard(c.schedules)) // recurring schedules: schedules.go
 	unknown := c.guard(func(w http.ResponseWriter, r *http.Request, _ caller) {
 		writeErr(w, http.StatusNotFound, "no such console API: "+r.Method+" "+r.URL.Path)
 	})

@@ -432,6 +432,9 @@ func (w *Worker) process(base context.Context, mux *Mux, d broker.Delivery) {
 		log:     w.log.With().Fields(telemetry.LogFields(base)).Str("task", job.TaskID).Str("tool", job.Tool).Str("principal", job.Owner).Int("delivery", d.Delivered()).Logger(),
 		carried: carried,
 	}
+	if w.early(r) { // a scheduled job before its time: schedule.go
+		return
+	}
 	release, ok := w.admit(r)
 	if !ok {
 		return
@@ -605,7 +608,7 @@ func (w *Worker) take(r *delivery) bool {
 		t.Attempt++
 		t.MaxAttempts = attempts
 		t.Lease = &taskstate.Lease{Worker: w.cfg.ID, Expires: w.cfg.Now().Add(r.lease).UTC()}
-		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) || t.StatusMessage == r.rateWait {
+		if t.StatusMessage == taskstate.AwaitingWorker(job.Tool) || t.StatusMessage == r.rateWait || taskstate.IsScheduledFor(t.StatusMessage) {
 			t.StatusMessage = ""
 		}
 		return nil

@@ -66,7 +66,7 @@ func TestCommandLineMistakes(t *testing.T) {
 	}{
 		{b.API, []string{"help"}, 0, []string{"api tasks <command>", "api tools <command>", "-listen"}, false},
 		{b.API, []string{"--help"}, 0, []string{"api tasks <command>", "api tools <command>", "-listen"}, false},
-		{b.API, append(nats, "task", "list"), 2, []string{`api: unknown command "task": the commands are tasks, tools and help`}, true},
+		{b.API, append(nats, "task", "list"), 2, []string{`api: unknown command "task": the commands are tasks, tools, schedules and help`}, true},
 		{b.API, append(nats, "tasks", "list"), 2, []string{"api: tasks is a command: put it first"}, true},
 		{b.API, append(nats, "--lease", "5"), 2, []string{`api: --lease "5": want a duration with a unit, such as 500ms, 30s or 5m`}, true},
 		{b.API, append(nats, "--concurrency", "many"), 2, []string{`api: --concurrency "many": want an integer`}, true},

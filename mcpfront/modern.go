@@ -318,10 +318,16 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 			mode = taskstate.ModeGather
 		}
 	}
+	notBefore, rerr := s.notBefore(c.meta, mode == taskstate.ModeTask, // scheduled calls: schedule.go
+		"declare the "+tasksExtension+" extension (and call a tool that may run as a task and does not ask for input first)")
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20260728, Mode: mode, Meta: jobMeta(c.meta, answers),
-		StatusMessage: s.awaiting(tool),
+		StatusMessage: s.awaiting(tool), NotBefore: notBefore,
 	}
 	keyCall(req, key, p.RequestState)
 	if mode == taskstate.ModeTask {

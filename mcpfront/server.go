@@ -106,6 +106,10 @@ type Config struct {
 	// enqueued. Tasks without an owner (no authentication, 2026-07-28) are
 	// not capped.
 	MaxActiveTasks int
+	// MaxScheduleAhead bounds how far ahead a tools/call's
+	// _meta["io.mcpqueue/not-before"] may schedule it (scheduled calls,
+	// issue #32 item 1; schedule.go). Default 720h (30 days).
+	MaxScheduleAhead time.Duration
 	// MaxListenTasks bounds the task ids one subscriptions/listen request
 	// subscribes to (default 64; more: -32602), and MaxListenStreams the
 	// listen streams one principal (or remote address, unauthenticated) keeps
@@ -204,6 +208,7 @@ func New(p *producer.Producer, b backend.Backend, cfg *Config) *Server {
 	c.Name = cmp.Or(c.Name, "mcpqueue")
 	c.Version = cmp.Or(c.Version, "0.1.0")
 	c.HandleAfter = cmp.Or(max(c.HandleAfter, 0), 30*time.Second)
+	c.MaxScheduleAhead = cmp.Or(max(c.MaxScheduleAhead, 0), DefaultMaxScheduleAhead) // scheduled calls
 	c.MaxBody = cmp.Or(max(c.MaxBody, 0), DefaultMaxBody)
 	c.MaxDepth = cmp.Or(max(c.MaxDepth, 0), defaultMaxDepth)
 	c.InlineWait = cmp.Or(c.InlineWait, 30*time.Millisecond)

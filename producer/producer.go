@@ -129,6 +129,12 @@ type Request struct {
 	// StatusMessage is the record's first statusMessage (e.g. that no
 	// worker serves the tool right now: taskstate.AwaitingWorker).
 	StatusMessage string
+	// NotBefore, when ahead, schedules the call (issue #32 item 1): the
+	// task is created at once, with statusMessage "scheduled for …" and
+	// the time in its Meta (taskstate.MetaNotBefore), and its handler does
+	// not start before then. A time that has passed runs at once. See
+	// schedule.go.
+	NotBefore time.Time
 }
 
 // ErrStart wraps a failure to start a job; the task has been marked failed.
@@ -258,6 +264,7 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Meta:           tel.Inject(ctx, r.Meta), // the job continues this trace
 	}
 	t.InputDigest = digest
+	scheduled := p.schedule(t, r.NotBefore, now) // schedule.go
 	wctx, wend := tel.StartWrite(ctx, id)
 	err = p.store.Create(wctx, t)
 	wend(err)
@@ -272,6 +279,12 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 	}
 	if p.cfg.AfterRecord != nil {
 		p.cfg.AfterRecord(t)
+	}
+	if scheduled && !p.schedules() {
+		// The queue cannot hold a job until it is due: the reaper
+		// publishes it then (schedule.go).
+		p.created(ctx, t)
+		return t, nil
 	}
 	job := JobFor(t)
 	if w, ok := p.exec.(interface{ Withdraws() bool }); ok && w.Withdraws() {
@@ -305,10 +318,19 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 		end(err)
 		return failed, fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	tel.TaskCreated(r.Tool)
-	p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", id).Str("tool", r.Tool).Str("principal", r.Owner).Int("attempt", 0).
-		Str("era", string(r.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status)).Msg("task created")
+	p.created(ctx, t)
 	return t, nil
+}
+
+// created counts and logs t, a task just created.
+func (p *Producer) created(ctx context.Context, t *taskstate.Task) {
+	p.cfg.Telemetry.TaskCreated(t.Tool)
+	ev := p.cfg.Logger.Info().Fields(telemetry.LogFields(ctx)).Str("task", t.ID).Str("tool", t.Tool).Str("principal", t.Owner).Int("attempt", 0).
+		Str("era", string(t.Era)).Str("mode", string(t.Mode)).Str("status", string(t.Status))
+	if nb := taskstate.NotBefore(t.Meta); !nb.IsZero() {
+		ev = ev.Time("not_before", nb)
+	}
+	ev.Msg("task created")
 }
 
 // start publishes job, retrying for up to StartRetry (50 ms, 100 ms, … up
@@ -400,6 +422,7 @@ func JobFor(t *taskstate.Task) *broker.Job {
 	if t.Requeues > 0 {
 		j.Dedupe = t.JobKey()
 	}
+	j.NotBefore = taskstate.NotBefore(t.Meta) // a scheduled call: schedule.go
 	return j
 }
 
@@ -468,6 +491,7 @@ func (p *Producer) Cancel(ctx context.Context, id, reason string) (*taskstate.Ta
 		// still stops when it next reads the record.
 		p.cfg.Logger.Warn().Err(err).Str("task", id).Msg("cancel broadcast failed")
 	}
+	p.unschedule(ctx, t) // schedule.go
 	if w, ok := p.exec.(broker.Withdrawer); ok {
 		// A job still queued must not start: its worker would run it from
 		// the record it carries, written before the cancel.

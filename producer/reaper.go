@@ -54,6 +54,11 @@ type ReapStats struct {
 	Active   int // non-terminal records scanned
 	Requeued int // jobs republished: lapsed lease, or lost before any worker took it
 	Failed   int // tasks failed: their worker was lost on the last attempt
+	// Released counts scheduled tasks whose job this pass published, now
+	// due; NextDue is the earliest not-before still ahead (zero: none),
+	// which Reap wakes for (schedule.go).
+	Released int
+	NextDue  time.Time
 }
 
 // Reap runs a pass every Interval until ctx ends. Every api replica may run
@@ -83,7 +88,7 @@ func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 			return
 		case <-wait.C:
 		}
-		if !p.holdsReaperLease(ctx, &c, next) {
+		if !p.holdsReaperLease(ctx, &c, max(next, c.Interval)) {
 			next = c.Interval
 			wait.Reset(next)
 			continue
@@ -93,10 +98,14 @@ func (p *Producer) Reap(ctx context.Context, cfg *ReaperConfig) {
 		if err != nil && ctx.Err() == nil {
 			p.cfg.Logger.Warn().Err(err).Msg("reaper pass failed")
 		}
-		if st.Requeued+st.Failed > 0 {
-			p.cfg.Logger.Info().Int("active", st.Active).Int("requeued", st.Requeued).Int("failed", st.Failed).Msg("reaper pass")
+		if st.Requeued+st.Failed+st.Released > 0 {
+			p.cfg.Logger.Info().Int("active", st.Active).Int("requeued", st.Requeued).Int("failed", st.Failed).Int("released", st.Released).Msg("reaper pass")
 		}
 		after := reapWait(c.Interval, time.Since(began))
+		if !st.NextDue.IsZero() {
+			// A scheduled task falls due before the next pass: wake for it.
+			after = min(after, max(st.NextDue.Sub(p.cfg.Now()), 10*time.Millisecond))
+		}
 		if after > next {
 			p.holdsReaperLease(ctx, &c, after) // a long pass: hold on through the longer wait
 		}
@@ -156,7 +165,19 @@ func (p *Producer) ReapOnce(ctx context.Context, cfg *ReaperConfig) (ReapStats, 
 	err := p.store.Scan(ctx, true, func(t *taskstate.Task) bool {
 		st.Active++
 		now := p.cfg.Now()
+		notBefore := taskstate.NotBefore(t.Meta) // a scheduled call: schedule.go
 		switch {
+		case notBefore.After(now) && t.Lease == nil:
+			// Waits for its time, no worker's to lose.
+			if st.NextDue.IsZero() || notBefore.Before(st.NextDue) {
+				st.NextDue = notBefore
+			}
+		case !notBefore.IsZero() && p.unreleased(t):
+			done, err := p.releaseDue(ctx, t)
+			note(err)
+			if done {
+				st.Released++
+			}
 		case t.Lease != nil && now.After(t.Lease.Expires.Add(c.LeaseSlack)):
 			did, err := p.reapLapsed(ctx, &c, t)
 			note(err)

@@ -33,6 +33,12 @@ const (
 	MetaIdempotencyKey   = "io.mcpqueue/idempotency-key"
 )
 
+// MetaNotBefore is a tools/call's params._meta entry that schedules the
+// call (issue #32 item 1): an RFC 3339 time before which its handler does
+// not start. The task is created at once (working, "scheduled for …");
+// the record and the job keep the time under this key (taskstate.MetaNotBefore).
+const MetaNotBefore = "io.mcpqueue/not-before"
+
 // JSON-RPC 2.0 error codes.
 const (
 	CodeParseError     = -32700 // the body is not JSON

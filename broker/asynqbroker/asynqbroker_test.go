@@ -64,7 +64,7 @@ func TestQueueContract(t *testing.T) {
 	// A crashed worker's job comes back only through Asynq's recoverer,
 	// a minute or so later, not after the route's lease (doc.go, "Leases
 	// and crash recovery"): no broker.Redeliverer.
-	features := brokertest.Features{Holder: true, Depth: true, Defer: true}
+	features := brokertest.Features{Holder: true, Depth: true, Defer: true, Schedule: true}
 	brokertest.RunQueue(t, features, func(t *testing.T) broker.Queue {
 		q, _ := newQueue(t, c, nil)
 		return q
@@ -77,7 +77,7 @@ func TestQueueContract(t *testing.T) {
 func TestQueueContractPools(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	features := brokertest.Features{Holder: true, Depth: true, Defer: true}
+	features := brokertest.Features{Holder: true, Depth: true, Defer: true, Schedule: true}
 	brokertest.RunQueue(t, features, func(t *testing.T) broker.Queue {
 		q, _ := newQueue(t, c, &asynqbroker.Config{Pools: onePool(broker.DefaultPool)})
 		return q

@@ -204,7 +204,11 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 	if err != nil {
 		return fmt.Errorf("asynqbroker: %w", err)
 	}
-	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b); err != nil {
+	var at []asynq.Option
+	if job.NotBefore.After(time.Now()) {
+		at = append(at, asynq.ProcessAt(wholeSecondAfter(job.NotBefore))) // Asynq's scheduled set: schedule.go
+	}
+	if err := q.put(ctx, q.queueOf(ctx, job.Route()), job.Route(), job.DedupeKey(), b, at...); err != nil {
 		return fmt.Errorf("asynqbroker: enqueue %s: %w", job.TaskID, err)
 	}
 	return nil
@@ -213,18 +217,29 @@ func (q *Queue) Enqueue(ctx context.Context, job *broker.Job) error {
 // put enqueues the job payload of route under id on queue: nil also when
 // the queue holds the id already (pending, running, retrying, or done within
 // the dedupe window).
-func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte) error {
-	_, err := q.client.EnqueueContext(ctx, asynq.NewTask(route, payload),
+func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte, extra ...asynq.Option) error {
+	opts := append([]asynq.Option{
 		asynq.TaskID(id),
 		asynq.Queue(queue),
-		asynq.MaxRetry(q.cfg.MaxDeliveries-1),
+		asynq.MaxRetry(q.cfg.MaxDeliveries - 1),
 		asynq.Retention(q.cfg.Dedupe),
 		asynq.Timeout(q.cfg.Timeout),
-	)
+	}, extra...)
+	_, err := q.client.EnqueueContext(ctx, asynq.NewTask(route, payload), opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return nil // already enqueued (or running, or recently done)
 	}
 	return err
+}
+
+// routeQueues are the queues a job of route may wait in: its own, and the
+// queue of the pool that serves it now.
+func (q *Queue) routeQueues(ctx context.Context, route string) []string {
+	queues := []string{q.QueueName(route)}
+	if pq := q.queueOf(ctx, route); pq != queues[0] {
+		queues = append(queues, pq)
+	}
+	return queues
 }
 
 // Holds implements broker.Holder with the inspector: a job is held while
@@ -234,11 +249,7 @@ func (q *Queue) put(ctx context.Context, queue, route, id string, payload []byte
 // jobs are not. A job left in the queue of a pool that no longer serves the
 // route is not held either, so the reaper republishes it where it runs.
 func (q *Queue) Holds(ctx context.Context, route, _, dedupe string) (bool, error) {
-	queues := []string{q.QueueName(route)}
-	if pq := q.queueOf(ctx, route); pq != queues[0] {
-		queues = append(queues, pq)
-	}
-	for _, queue := range queues {
+	for _, queue := range q.routeQueues(ctx, route) {
 		info, err := q.inspector.GetTaskInfo(queue, dedupe)
 		if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 			continue

@@ -84,6 +84,9 @@ func RunQueue(t *testing.T, f Features, newQueue func(t *testing.T) broker.Queue
 	if f.Withdraw {
 		tests = append(tests, queueTest{"Withdraw", s.withdraw})
 	}
+	if f.Schedule {
+		tests = append(tests, queueTest{"Schedule", s.schedule})
+	}
 	runSubtests(t, tests, "newQueue", newQueue, 4*o.Wait+4*o.Quiet, func(ctx context.Context, q broker.Queue) *queueEnv {
 		return &queueEnv{ctx: ctx, q: q}
 	})

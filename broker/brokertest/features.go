@@ -27,6 +27,9 @@ type Features struct {
 	// Withdraw: the Queue implements broker.Withdrawer (a cancelled
 	// task's jobs are taken back).
 	Withdraw bool
+	// Schedule: the Queue implements broker.Scheduler (it holds a job
+	// until its NotBefore, and takes back one not yet due).
+	Schedule bool
 }
 
 // declared fails unless has (what a type assertion found) is what the
@@ -51,6 +54,8 @@ func (s *queueSuite) declaredFeatures(t *testing.T, e *queueEnv) {
 	declared(t, "broker.Depth", f.Depth, depth, e.q)
 	_, withdrawer := e.q.(broker.Withdrawer)
 	declared(t, "broker.Withdrawer", f.Withdraw, withdrawer, e.q)
+	_, scheduler := e.q.(broker.Scheduler)
+	declared(t, "broker.Scheduler", f.Schedule, scheduler, e.q)
 
 	_, _, d := s.handOut(t, e, longLease)
 	_, deferrer := d.(broker.Deferrer)

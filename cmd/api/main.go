@@ -85,7 +85,10 @@ type config struct {
 	rateLimit      float64
 	rateBurst      int
 	maxActiveTasks int
-	maxSessions    int
+
+	maxScheduleAhead time.Duration // scheduled calls (issue #32 item 1)
+
+	maxSessions int
 
 	reapInterval time.Duration
 	publishGrace time.Duration
@@ -93,7 +96,7 @@ type config struct {
 }
 
 func main() {
-	if len(os.Args) > 1 && (os.Args[1] == "tasks" || os.Args[1] == "tools") { // operator CLI: cmd/api/tasks.go, tools.go
+	if len(os.Args) > 1 && (os.Args[1] == "tasks" || os.Args[1] == "tools" || os.Args[1] == "schedules") { // operator CLI: cmd/api/tasks.go, tools.go, schedules.go
 		os.Exit(operatorMain(os.Args[1], os.Args[2:], os.Stdout, os.Stderr))
 	}
 	var c config
@@ -129,6 +132,7 @@ func main() {
 	e.Float64(&c.rateLimit, "rate-limit", "MCPQ_RATE_LIMIT", 0, "requests per second each principal (or client address, without auth) may send; 0: no limit")
 	e.Int(&c.rateBurst, "rate-burst", "MCPQ_RATE_BURST", 0, "requests a principal may send at once (the token bucket's size); default --rate-limit rounded up")
 	e.Int(&c.maxActiveTasks, "max-active-tasks", "MCPQ_MAX_ACTIVE_TASKS", -1, "tasks one owner (authenticated principal, or 2025-11-25 session without auth) may have not yet ended; -1: 1000 with authentication on, no cap without; 0: no cap")
+	e.Duration(&c.maxScheduleAhead, "max-schedule-ahead", "MCPQ_MAX_SCHEDULE_AHEAD", mcpfront.DefaultMaxScheduleAhead, "how far ahead a tools/call's _meta[\"io.mcpqueue/not-before\"] may schedule it; later is refused with -32602") // scheduled calls
 	e.Int(&c.maxSessions, "max-sessions-per-principal", "MCPQ_MAX_SESSIONS_PER_PRINCIPAL", 256, "2025-11-25 sessions one authenticated principal may keep open (not yet expired or deleted), across replicas; past it initialize is refused with -32029; 0: no cap")
 	e.Duration(&c.reapInterval, "reap-interval", "MCPQ_REAP_INTERVAL", 5*time.Second, "how often the reaper scans active tasks for lost workers (lapsed leases: requeue, or fail after --max-attempts) and lost jobs (at least 10× as long as the last pass took); 0: no reaper")
 	e.Duration(&c.publishGrace, "publish-grace", "MCPQ_PUBLISH_GRACE", 30*time.Second, "how long a task may wait with no worker holding it before the reaper checks that the queue still holds its job, and republishes it if not")
@@ -153,6 +157,7 @@ func main() {
 const apiUsage = `usage: api [flags]           serve MCP at http://<--listen>/mcp (default 127.0.0.1:8080)
        api tasks <command>   task records: list, get, cancel, purge (api tasks -h)
        api tools <command>   the tool catalog: list, rm (api tools -h)
+       api schedules <command>  recurring schedules: add, list, rm (api schedules -h)
        api help              this text
 
 With no --nats and --broker nats (the defaults) api runs all-in-one: an
@@ -173,10 +178,10 @@ func command(word string, usage func(), stderr io.Writer) int {
 	case "help":
 		usage()
 		return 0
-	case "tasks", "tools":
+	case "tasks", "tools", "schedules":
 		fmt.Fprintf(stderr, "api: %s is a command: put it first, before its flags (api %s -h)\n", word, word)
 	default:
-		fmt.Fprintf(stderr, "api: unknown command %q: the commands are tasks, tools and help; api with flags only serves (api -h lists the flags)\n", word)
+		fmt.Fprintf(stderr, "api: unknown command %q: the commands are tasks, tools, schedules and help; api with flags only serves (api -h lists the flags)\n", word)
 	}
 	return 2
 }
@@ -461,6 +466,7 @@ func (c *config) startWorker(ctx context.Context, b *backend.Backend, wg *sync.W
 
 // startReaper runs the reaper until ctx ends, unless --reap-interval is 0.
 func (c *config) startReaper(ctx context.Context, prod *producer.Producer, tel *telemetry.Telemetry, wg *sync.WaitGroup) {
+	wg.Go(func() { prod.RunSchedules(ctx, nil) }) // recurring schedules (issue #32 item 5): every replica fires them
 	if c.reapInterval <= 0 {
 		return
 	}
@@ -512,6 +518,8 @@ func (c *config) newFront(prod *producer.Producer, b *backend.Backend, reg *prom
 		Auth:           fauth,
 		Logger:         log,
 		Telemetry:      tel,
+
+		MaxScheduleAhead: c.maxScheduleAhead, // scheduled calls
 	})
 }
 

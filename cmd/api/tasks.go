@@ -81,8 +81,11 @@ func operatorMain(command string, args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	c := &tasksCLI{stdout: stdout, stderr: stderr}
 	run := c.run
-	if command == "tools" {
+	switch command {
+	case "tools":
 		run = c.tools
+	case "schedules": // schedules.go
+		run = c.schedules
 	}
 	return exitStatus("api "+command, run(ctx, args), stderr)
 }

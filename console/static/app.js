@@ -80,7 +80,7 @@ async function reload() {
   const q = new URLSearchParams();
   if ($("#f-tool").value) q.set("tool", $("#f-tool").value);
   if ($("#f-status").value) q.set("status", $("#f-status").value);
-  const [ans] = await Promise.all([api("tasks?" + q), loadQueue()]);
+  const [ans] = await Promise.all([api("tasks?" + q), loadQueue(), loadSchedules().catch(() => {})]);
   state.rows = new Map(ans.tasks.map((r) => [r.id, r]));
   state.counts = ans.counts;
   $("#truncated").hidden = !ans.truncated;
@@ -178,7 +178,7 @@ async function loadQueue() {
 // series move on even when no task changes.
 function refreshQueue() {
   clearInterval(state.queueTimer);
-  state.queueTimer = setInterval(() => loadQueue().catch(() => {}), 15000);
+  state.queueTimer = setInterval(() => { loadQueue().catch(() => {}); loadSchedules().catch(() => {}); }, 15000);
 }
 
 function renderQueue(q) {
@@ -203,6 +203,16 @@ function renderQueue(q) {
       el("td", { class: "spark" }, sparkline(t.failed, t.ended, "failed"),
         el("span", { class: "rate failure-rate" }, t.rate ? Math.round(100 * t.failureRate) + "% (" + failed + ")" : "—")));
   }));
+}
+
+// --- the schedules view (recurring schedules) ---
+
+async function loadSchedules() {
+  const { schedules } = await api("schedules");
+  $("#schedules-box").hidden = schedules.length === 0;
+  $("#schedules tbody").replaceChildren(...schedules.map((s) => el("tr", { "data-schedule": s.name },
+    el("td", {}, s.name), el("td", {}, s.tool), el("td", {}, s.cron), el("td", {}, s.owner || "—"),
+    el("td", {}, s.next ? new Date(s.next).toISOString().slice(0, 19) + "Z" : s.error))));
 }
 
 // sparkline draws values (one a minute, oldest first) as bars against the

@@ -348,6 +348,10 @@ type Client struct {
 	HTTP  *http.Client
 	mu    sync.Mutex
 	id    int
+
+	// Meta are more _meta entries every request carries (a scheduled
+	// call's io.mcpqueue/not-before).
+	Meta map[string]any
 }
 
 // NewClient returns a client; tasks says whether it declares the extension.
@@ -412,10 +416,14 @@ func (c *Client) Request(ctx context.Context, method string, params map[string]a
 	if c.Tasks {
 		caps["extensions"] = map[string]any{"io.modelcontextprotocol/tasks": map[string]any{}}
 	}
-	params["_meta"] = map[string]any{
+	meta := map[string]any{
 		"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
 		"io.modelcontextprotocol/clientCapabilities": caps,
 	}
+	for k, v := range c.Meta {
+		meta[k] = v
+	}
+	params["_meta"] = meta
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URL, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

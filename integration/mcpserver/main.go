@@ -3,7 +3,8 @@
 // prune removes one, and go-sdk announces each change with
 // notifications/tools/list_changed. unsafe_step (idempotentHint: false)
 // and safe_step (idempotentHint: true) count their runs in a file, for the
-// tests of what runs again after a worker dies.
+// tests of what runs again after a worker dies; count_run counts its runs
+// the same way and answers at once.
 package main
 
 import (
@@ -31,25 +32,43 @@ type marked struct {
 // line) it then waits until the call ends, so that its worker can be
 // killed mid-run; a later run answers at once, saying which run it is.
 func step(ctx context.Context, _ *mcp.CallToolRequest, in marked) (*mcp.CallToolResult, any, error) {
-	f, err := os.OpenFile(in.Marker, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	n, err := appendRun(in.Marker)
 	if err != nil {
 		return nil, nil, err
+	}
+	if n == 1 {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	}
+	return text(fmt.Sprintf("run %d", n)), nil, nil
+}
+
+// appendRun appends a line to marker and returns how many it holds.
+func appendRun(marker string) (int, error) {
+	f, err := os.OpenFile(marker, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
 	}
 	_, err = f.WriteString("run\n")
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
-	b, err := os.ReadFile(in.Marker)
+	b, err := os.ReadFile(marker)
+	if err != nil {
+		return 0, err
+	}
+	return strings.Count(string(b), "\n"), nil
+}
+
+// count appends a line to in.Marker and answers at once with the run's
+// number: a tool whose starts a test counts (scheduled calls).
+func count(_ context.Context, _ *mcp.CallToolRequest, in marked) (*mcp.CallToolResult, any, error) {
+	n, err := appendRun(in.Marker)
 	if err != nil {
 		return nil, nil, err
-	}
-	n := strings.Count(string(b), "\n")
-	if n == 1 {
-		<-ctx.Done()
-		return nil, nil, ctx.Err()
 	}
 	return text(fmt.Sprintf("run %d", n)), nil, nil
 }
@@ -73,6 +92,8 @@ func main() {
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: false}}, step)
 	mcp.AddTool(s, &mcp.Tool{Name: "safe_step", Description: "Runs a step that may run again.",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, step)
+	mcp.AddTool(s, &mcp.Tool{Name: "count_run", Description: "Counts its runs in a file and answers at once.",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true}}, count)
 	if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

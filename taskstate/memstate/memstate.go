@@ -36,6 +36,8 @@ type Store struct {
 	sessions entries
 	tools    entries
 	blobs    entries
+
+	schedules sync.Map // name → *taskstate.Schedule: schedules.go (issue #32 item 5)
 }
 
 var (

@@ -89,6 +89,9 @@ type Features struct {
 	// RateLimit: the Store implements taskstate.RateLimiter (rate limits
 	// kept in the store; feature: rate limits per tool).
 	RateLimit bool
+	// Schedules: the Store implements taskstate.Schedules (recurring
+	// schedules, issue #32 item 5).
+	Schedules bool
 }
 
 // Run runs the whole contract suite as parallel subtests of t: the tests
@@ -151,6 +154,9 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	if f.RateLimit { // feature: rate limits per tool (rate.go)
 		tests = append(tests, stateTest{"RateLimitSpacing", s.rateSpacing}, stateTest{"RateLimitShared", s.rateShared})
 	}
+	if f.Schedules {
+		tests = append(tests, stateTest{"Schedules", s.schedules})
+	}
 	if f.Sessions {
 		tests = append(tests,
 			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
@@ -204,6 +210,7 @@ func (s *suite) declaredFeatures(t *testing.T, e *env) {
 		{"taskstate.ActiveCounter", s.features.ActiveCount, is[taskstate.ActiveCounter](e.store)},
 		{"taskstate.Leaser", s.features.Lease, is[taskstate.Leaser](e.store)},
 		{"taskstate.RateLimiter", s.features.RateLimit, is[taskstate.RateLimiter](e.store)},
+		{"taskstate.Schedules", s.features.Schedules, is[taskstate.Schedules](e.store)},
 	} {
 		switch {
 		case a.want && !a.has:

@@ -35,6 +35,8 @@ type Store struct {
 	sessions entries
 	tools    entries
 	blobs    entries
+
+	outbox outbox // completion webhooks' pending deliveries (outbox.go)
 }
 
 var (
@@ -46,6 +48,7 @@ var (
 
 	_ taskstate.ActiveCounter = (*Store)(nil)
 	_ taskstate.Leaser        = (*Store)(nil)
+	_ taskstate.Outbox        = (*Store)(nil) // completion webhooks
 )
 
 // record is one stored task: its encoding (taskstate.Encode), so nothing a

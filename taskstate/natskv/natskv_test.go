@@ -60,7 +60,7 @@ func memoryStore(t *testing.T) (*natskv.Store, jetstream.JetStream, string) {
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
+	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, Outbox: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 
 // Create publishes the owner-index entry with the record, so List may

@@ -80,6 +80,9 @@ type Features struct {
 	ActiveCount bool
 	// Lease: the Store implements taskstate.Leaser (named leases).
 	Lease bool
+	// Outbox: the Store implements taskstate.Outbox (completion
+	// webhooks' pending deliveries).
+	Outbox bool
 }
 
 // Run runs the whole contract suite as parallel subtests of t: the tests
@@ -139,6 +142,9 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	if f.Lease {
 		tests = append(tests, stateTest{"Lease", s.lease})
 	}
+	if f.Outbox { // completion webhooks: outbox.go
+		tests = append(tests, stateTest{"Outbox", s.outbox})
+	}
 	if f.Sessions {
 		tests = append(tests,
 			stateTest{"SessionRoundTrip", s.sessionRoundTrip},
@@ -191,6 +197,7 @@ func (s *suite) declaredFeatures(t *testing.T, e *env) {
 		{"taskstate.Feed", s.features.Feed, is[taskstate.Feed](e.store)},
 		{"taskstate.ActiveCounter", s.features.ActiveCount, is[taskstate.ActiveCounter](e.store)},
 		{"taskstate.Leaser", s.features.Lease, is[taskstate.Leaser](e.store)},
+		{"taskstate.Outbox", s.features.Outbox, is[taskstate.Outbox](e.store)},
 	} {
 		switch {
 		case a.want && !a.has:

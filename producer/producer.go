@@ -129,6 +129,11 @@ type Request struct {
 	// StatusMessage is the record's first statusMessage (e.g. that no
 	// worker serves the tool right now: taskstate.AwaitingWorker).
 	StatusMessage string
+	// WebhookURL, when set, is where the task's completion webhook goes
+	// (the caller checked it against its allow list): its delivery is
+	// written to the store's outbox (taskstate.Outbox) before the record,
+	// so no crash loses it (webhook.go).
+	WebhookURL string
 }
 
 // ErrStart wraps a failure to start a job; the task has been marked failed.
@@ -258,9 +263,7 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 		Meta:           tel.Inject(ctx, r.Meta), // the job continues this trace
 	}
 	t.InputDigest = digest
-	wctx, wend := tel.StartWrite(ctx, id)
-	err = p.store.Create(wctx, t)
-	wend(err)
+	err = p.writeRecord(ctx, r, t) // with its webhook delivery: webhook.go
 	if errors.Is(err, taskstate.ErrExists) && r.ID != "" {
 		if ref != nil && digest != "" {
 			p.dropLostArgs(ctx, ref.Key)

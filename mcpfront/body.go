@@ -55,7 +55,8 @@ const (
 )
 
 // spanMeta are the _meta entries noted, from slot metaFirst on.
-var spanMeta = []string{metaVersion, metaClientCaps, vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState, metaLogLevel, vocab.MetaIdempotencyKey}
+var spanMeta = []string{metaVersion, metaClientCaps, vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState, metaLogLevel, vocab.MetaIdempotencyKey,
+	vocab.MetaWebhook} // completion webhooks: webhook.go
 
 // requestSchema is the shape of a request body.
 var requestSchema = jsonscan.NewSchema(&jsonscan.Object{

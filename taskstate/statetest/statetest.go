@@ -123,6 +123,7 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 		{"ScanActiveAndAll", s.scanActiveAndAll},
 		{"ScanStops", s.scanStops},
 		{"DeleteTerminal", s.deleteTerminal},
+		{"MarkReplayed", s.markReplayed}, // dead letters and replay: replay.go
 		{"Features", s.declaredFeatures},
 		{"CatalogRoundTrip", s.catalogRoundTrip},
 		{"CatalogSorted", s.catalogSorted},

@@ -41,15 +41,15 @@ func TestWebhookChecks(t *testing.T) {
 			t.Fatalf("want a task, got %s", r)
 		}
 	}
-	for hook, want := range map[any]string{
+	for hook, want := range map[string]string{
 		"http://127.0.0.1/x":                      "must be an object",
 		`{"url":"http://169.254.169.254/latest"}`: "169.254.169.254",
 		`{"url":"http://localhost:9/x"}`:          `"localhost"`,
 		`{"url":"file:///etc/passwd"}`:            "absolute http or https URL",
 	} {
-		var v any = hook
-		if s := hook.(string); strings.HasPrefix(s, "{") {
-			v = json.RawMessage(s)
+		v := any(hook)
+		if strings.HasPrefix(hook, "{") {
+			v = json.RawMessage(hook)
 		}
 		r := call("alice", v)
 		if r.err == nil || r.err.Code != -32602 || !strings.Contains(r.err.Message, want) {

@@ -3,6 +3,7 @@ package webhook_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -230,7 +231,7 @@ func TestAllowList(t *testing.T) {
 	if off, err := webhook.ParseAllowList(" , "); off != nil || err != nil {
 		t.Errorf("empty list: %v, %v; want nil (off)", off, err)
 	}
-	if _, err := (*webhook.AllowList)(nil).CheckURL("http://127.0.0.1/"); err != webhook.ErrOff {
+	if _, err := (*webhook.AllowList)(nil).CheckURL("http://127.0.0.1/"); !errors.Is(err, webhook.ErrOff) {
 		t.Errorf("nil list: %v, want ErrOff", err)
 	}
 	if _, err := webhook.ParseAllowList("http://x/"); err == nil {

@@ -35,9 +35,11 @@ from the api's directory, or pass --data-dir or --nats-nkey.
 
 commands:
   list          records, newest first: --status, --tool, --owner, --older-than,
-                --active, --limit, --json (one record per line)
+                --active, --dead, --limit, --json (one record per line)
   get ID        one record as indented JSON
   cancel ID...  cancel tasks as tasks/cancel does: record, then broadcast
+  replay ID...  run an ended task's call again as a new task of the same
+                owner, linked both ways (io.mcpqueue/replay-of, replayed-by)
   purge         delete terminal records before their TTL: --status, --tool,
                 --owner, --older-than, or --all; --dry-run counts only
 
@@ -67,6 +69,7 @@ type tasksCLI struct {
 	owner     string
 	olderThan time.Duration
 	active    bool
+	dead      bool // list --dead: dead letters only (replay.go)
 	limit     int
 	asJSON    bool
 	all       bool
@@ -114,6 +117,7 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 		case "list":
 			c.filterFlags(fs)
 			fs.BoolVar(&c.active, "active", false, "only tasks not yet ended (working, input_required)")
+			fs.BoolVar(&c.dead, "dead", false, "only dead letters: tasks failed after their last attempt (worker lost on it, retries used up); replay them with api tasks replay")
 			fs.IntVar(&c.limit, "limit", 0, "show at most this many (the newest); 0: all")
 			fs.BoolVar(&c.asJSON, "json", false, "print each record as one line of JSON instead of a table")
 		case "purge":
@@ -122,10 +126,10 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 			fs.BoolVar(&c.dryRun, "dry-run", false, "count what would be purged, delete nothing")
 		case "get":
 			return " ID", nil
-		case "cancel":
+		case "cancel", "replay":
 			return " ID...", nil
 		default:
-			return "", usageError(fmt.Sprintf("unknown command %q (list, get, cancel, purge)", cmd))
+			return "", usageError(fmt.Sprintf("unknown command %q (list, get, cancel, replay, purge)", cmd))
 		}
 		return "", nil
 	})
@@ -147,6 +151,8 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 		return c.get(ctx, b, pos[0])
 	case "cancel":
 		return c.cancel(ctx, b, pos)
+	case "replay":
+		return c.replay(ctx, b, pos) // replay.go
 	default:
 		return c.purge(ctx, b)
 	}
@@ -251,8 +257,10 @@ func (c *tasksCLI) check(cmd string, pos []string) error {
 	switch {
 	case cmd == "get" && len(pos) != 1:
 		return usageError("get takes exactly one task id")
-	case cmd == "cancel" && len(pos) == 0:
-		return usageError("cancel takes one or more task ids")
+	case (cmd == "cancel" || cmd == "replay") && len(pos) == 0:
+		return usageError(cmd + " takes one or more task ids")
+	case c.dead && c.active:
+		return usageError("--dead lists ended tasks, --active those not yet ended: give one")
 	case (cmd == "list" || cmd == "purge") && len(pos) > 0:
 		return usageError(fmt.Sprintf("%s takes no arguments, got %q (filters are flags: --status, --tool, --owner)", cmd, pos[0]))
 	case c.olderThan < 0:
@@ -284,6 +292,7 @@ func (c *tasksCLI) match(t *taskstate.Task, now time.Time) bool {
 	return (len(c.statuses) == 0 || slices.Contains(c.statuses, t.Status)) &&
 		(c.tool == "" || t.Tool == c.tool) &&
 		(c.owner == "" || t.Owner == c.owner) &&
+		(!c.dead || t.Dead(0)) &&
 		(c.olderThan == 0 || now.Sub(t.LastUpdatedAt) > c.olderThan)
 }
 

@@ -1,12 +1,9 @@
 package console_test
 
 import (
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/console"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -15,18 +12,7 @@ import (
 // an admin of another tenant is refused (404, nothing created), and a task
 // not ended is 409.
 func TestConsoleReplayDead(t *testing.T) {
-	admins, err := console.ParseAdmins([]string{"T1/admin", "T2/admin"}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFixture(t, console.Config{
-		Admins: admins,
-		Authenticate: func(r *http.Request) (console.Identity, error) {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			tenant, sub, _ := strings.Cut(tok, "/")
-			return console.Identity{Subject: sub, Tenant: tenant, Owner: "iss|" + sub + "|" + tenant}, nil
-		},
-	})
+	f := tenantFixture(t, "T1/admin", "T2/admin")
 	now := time.Now().UTC()
 	owner := "iss|user|T1"
 	dead := f.write(t, f.owned(t, "wait", owner, now), now, func(x *taskstate.Task) {

@@ -14,14 +14,8 @@ import (
 // the same owner, linked both ways) and reports on each: "<id>: replayed
 // as <new id>", or why not.
 func (c *tasksCLI) replay(ctx context.Context, b *backend.Backend, ids []string) error {
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log})
-	failed := false
+	prod, ids, failed := c.producerFor(b, ids)
 	for _, id := range ids {
-		if !taskstate.ValidID(id) {
-			fmt.Fprintf(c.stdout, "%s: not found\n", id)
-			failed = true
-			continue
-		}
 		t, created, err := prod.Replay(ctx, id)
 		switch {
 		case err == nil && created:

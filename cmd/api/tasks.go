@@ -376,14 +376,8 @@ func (c *tasksCLI) get(ctx context.Context, b *backend.Backend, id string) error
 // It listens for its own cancel broadcast, so that it returns only once the
 // broadcast has reached the bus that running handlers listen on.
 func (c *tasksCLI) cancel(ctx context.Context, b *backend.Backend, ids []string) error {
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log})
-	failed := false
+	prod, ids, failed := c.producerFor(b, ids)
 	for _, id := range ids {
-		if !taskstate.ValidID(id) {
-			fmt.Fprintf(c.stdout, "%s: not found\n", id)
-			failed = true
-			continue
-		}
 		heard := make(chan struct{}, 1)
 		sub, err := b.Bus.Subscribe(ctx, broker.TopicCancel, id, func(string, []byte) {
 			select {
@@ -418,6 +412,21 @@ func (c *tasksCLI) cancel(ctx context.Context, b *backend.Backend, ids []string)
 		return errReported
 	}
 	return nil
+}
+
+// producerFor is the producer of the commands that act on tasks by id
+// (cancel, replay), and the ids a task could have: each other one is
+// reported "not found" here (failed says there was one).
+func (c *tasksCLI) producerFor(b *backend.Backend, ids []string) (_ *producer.Producer, valid []string, failed bool) {
+	for _, id := range ids {
+		if taskstate.ValidID(id) {
+			valid = append(valid, id)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%s: not found\n", id)
+		failed = true
+	}
+	return producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log}), valid, failed
 }
 
 func (c *tasksCLI) purge(ctx context.Context, b *backend.Backend) error {

@@ -16,10 +16,16 @@ import (
 // names the same task.
 func TestReplayDeadLetter(t *testing.T) {
 	t.Parallel()
-	onBrokersWith(t, []string{"--reap-interval", "300ms", "--max-attempts", "1"}, func(t *testing.T, s *system) {
+	hooks := []string{"--webhook-allow", "127.0.0.1", "--webhook-secret", hookSecret, "--webhook-interval", "100ms"}
+	onBrokersWith(t, append([]string{"--reap-interval", "300ms", "--max-attempts", "1"}, hooks...), func(t *testing.T, s *system) {
 		c := harness.NewClient(s.mcpURL, true)
+		rcv := newHookReceiver(t)
 		lost := s.worker(t, "worker-lost", "--max-attempts", "1", "--lease", "2s")
-		id := c.StartTask(t, "wait", map[string]any{"ms": 4000})
+		task, err := callWithMeta(t.Context(), c, "wait", map[string]any{"ms": 4000}, hookMeta(rcv.srv.URL+"/dead"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := task.TaskID
 		harness.Eventually(t, 30*time.Second, func() (bool, string) {
 			tk, err := c.GetTask(t.Context(), id)
 			return err == nil && strings.HasPrefix(tk.StatusMessage, "waiting"), "handler not running yet"
@@ -27,6 +33,11 @@ func TestReplayDeadLetter(t *testing.T) {
 		lost.Kill()
 		dead := c.WaitStatus(t, id, time.Minute, "failed")
 		t.Logf("dead letter: %s", dead.StatusMessage)
+		// The reaper's terminal write sends the webhook too.
+		harness.Eventually(t, time.Minute, func() (bool, string) {
+			return len(rcv.requests("/dead")) > 0, "the dead task's webhook never arrived"
+		})
+		checkHook(t, rcv.requests("/dead")[0], id, "failed")
 		fine := c.StartTask(t, "fail", map[string]any{"message": "a tool error is no dead letter"})
 
 		r := s.tasksCLI(t, "list", "--dead", "--json")

@@ -152,9 +152,17 @@ func TestWebhookDelivery(t *testing.T) {
 		if err != nil {
 			t.Fatalf("tools/call with a webhook: %v", err)
 		}
+		// A terminal status the api writes (tasks/cancel) is sent too.
+		cancelled, err := callWithMeta(ctx, c, "wait", map[string]any{"ms": 60000}, hookMeta(rcv.srv.URL+"/cancelled"))
+		if err != nil {
+			t.Fatalf("tools/call with a webhook: %v", err)
+		}
+		if err := c.Call(ctx, "tasks/cancel", map[string]any{"taskId": cancelled.TaskID}, nil); err != nil {
+			t.Fatalf("tasks/cancel: %v", err)
+		}
 		c.WaitStatus(t, task.TaskID, time.Minute, "completed")
 		harness.Eventually(t, time.Minute, func() (bool, string) {
-			return len(rcv.requests("/once")) > 0 && len(rcv.requests("/flaky")) >= 4, "webhooks never arrived"
+			return len(rcv.requests("/once")) > 0 && len(rcv.requests("/flaky")) >= 4 && len(rcv.requests("/cancelled")) > 0, "webhooks never arrived"
 		})
 		waitOutboxEmpty(t, url)
 		once := rcv.requests("/once")
@@ -162,6 +170,11 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Fatalf("the webhook arrived %d times, want once", len(once))
 		}
 		checkHook(t, once[0], task.TaskID, "completed")
+		if got := rcv.requests("/cancelled"); len(got) != 1 {
+			t.Fatalf("the cancelled task's webhook arrived %d times, want once", len(got))
+		} else {
+			checkHook(t, got[0], cancelled.TaskID, "cancelled")
+		}
 		tries := rcv.requests("/flaky")
 		if len(tries) != 4 {
 			t.Fatalf("the flaky receiver got %d attempts, want 4 (three 500s, then 204)", len(tries))
@@ -245,7 +258,7 @@ func checkHook(t *testing.T, r hookRequest, taskID, status string) {
 		Status string          `json:"status"`
 		Result json.RawMessage `json:"result"`
 	}
-	if err := json.Unmarshal(r.body, &body); err != nil || body.TaskID != taskID || body.Status != status || len(body.Result) == 0 {
+	if err := json.Unmarshal(r.body, &body); err != nil || body.TaskID != taskID || body.Status != status || (status == "completed" && len(body.Result) == 0) {
 		t.Fatalf("webhook body %s: want taskId %s, status %s and the result", r.body, taskID, status)
 	}
 }

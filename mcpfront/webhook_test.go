@@ -64,6 +64,21 @@ func TestWebhookChecks(t *testing.T) {
 	ok(call("alice", good))
 	limitedReply(t, call("alice", good), http.StatusOK, "too many pending webhooks")
 	ok(call("bob", good)) // the cap is per owner
+
+	// The 2025-11-25 wire: the same checks.
+	h := e.legacySession(t, http.Header{"Authorization": {"Bearer carol"}})
+	legacy := func(url string) reply {
+		p := map[string]any{"name": "block", "arguments": map[string]any{}, "task": map[string]any{"ttl": 60000},
+			"_meta": map[string]any{"io.mcpqueue/webhook": map[string]any{"url": url}}}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": p})
+		return e.send(t, h, body, sendOpts{})
+	}
+	if r := legacy("http://10.0.0.1/x"); r.err == nil || r.err.Code != -32602 || !strings.Contains(r.err.Message, "10.0.0.1") {
+		t.Fatalf("2025-11-25 webhook outside the allow list: want -32602 naming the host, got %s", r)
+	}
+	if r := legacy("http://127.0.0.1:9/hook"); r.err != nil {
+		t.Fatalf("2025-11-25 webhook: %s", r)
+	}
 	n := 0
 	_ = e.store.Deliveries(t.Context(), func(d *taskstate.Delivery) bool {
 		n++
@@ -72,8 +87,8 @@ func TestWebhookChecks(t *testing.T) {
 		}
 		return true
 	})
-	if n != 3 || len(e.tasksOf(t, "block")) != 3 {
-		t.Fatalf("%d deliveries and %d records, want 3 of each", n, len(e.tasksOf(t, "block")))
+	if n != 4 || len(e.tasksOf(t, "block")) != 4 {
+		t.Fatalf("%d deliveries and %d records, want 4 of each", n, len(e.tasksOf(t, "block")))
 	}
 }
 

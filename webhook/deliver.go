@@ -140,8 +140,8 @@ func newClient(allow *AllowList, timeout time.Duration) *http.Client {
 const lease = "webhook"
 
 // Run makes a pass every Interval until ctx ends, while it holds the
-// store's "webhook" lease (taken for three Intervals and renewed before
-// each pass; a store without leases lets every Deliverer deliver, which
+// store's "webhook" lease (taken for three Intervals and a Timeout, and
+// renewed before each pass; a store without leases lets every Deliverer deliver, which
 // costs duplicates, not losses).
 func (d *Deliverer) Run(ctx context.Context) {
 	t := time.NewTimer(d.cfg.Interval)
@@ -177,7 +177,9 @@ func (d *Deliverer) holdsLease(ctx context.Context) bool {
 	if !ok {
 		return true
 	}
-	held, err := l.Lease(ctx, lease, d.cfg.Holder, 3*d.cfg.Interval)
+	// A pass may wait out one attempt's Timeout: the lease outlives it,
+	// so no other Deliverer starts the same attempts meanwhile.
+	held, err := l.Lease(ctx, lease, d.cfg.Holder, 3*d.cfg.Interval+d.cfg.Timeout)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn().Err(err).Msg("webhook lease: delivering anyway")

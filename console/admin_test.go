@@ -95,18 +95,7 @@ func TestConsoleTenantAdmins(t *testing.T) {
 // another tenant's task is no task at all to it. A "*/subject" admin sees
 // every tenant's.
 func TestConsoleAdminScopedToTenant(t *testing.T) {
-	admins, err := console.ParseAdmins([]string{"T1/admin", "T2/admin", "*/ops"}, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := newFixture(t, console.Config{
-		Admins: admins,
-		Authenticate: func(r *http.Request) (console.Identity, error) {
-			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			tenant, sub, _ := strings.Cut(tok, "/")
-			return console.Identity{Subject: sub, Tenant: tenant, Owner: "iss|" + sub + "|" + tenant}, nil
-		},
-	})
+	f := tenantFixture(t, "T1/admin", "T2/admin", "*/ops")
 	owned := func(owner string) string {
 		now := time.Now().UTC()
 		tk := &taskstate.Task{ID: taskstate.NewID(), Tool: "wait", Owner: owner, Era: taskstate.Era20260728, Mode: taskstate.ModeTask,
@@ -178,4 +167,22 @@ func TestConsoleShowsParked(t *testing.T) {
 		ans.Tasks[0].ParkedSince == nil || !ans.Tasks[0].ParkedSince.Equal(since) {
 		t.Fatalf("list: %d %+v, want the task parked since %s", code, ans, since)
 	}
+}
+
+// tenantFixture is a console with tenant admins, whose tokens are
+// "tenant/subject" (owner "iss|subject|tenant").
+func tenantFixture(t *testing.T, admins ...string) *fixture {
+	t.Helper()
+	parsed, err := console.ParseAdmins(admins, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixture(t, console.Config{
+		Admins: parsed,
+		Authenticate: func(r *http.Request) (console.Identity, error) {
+			tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			tenant, sub, _ := strings.Cut(tok, "/")
+			return console.Identity{Subject: sub, Tenant: tenant, Owner: "iss|" + sub + "|" + tenant}, nil
+		},
+	})
 }

@@ -109,6 +109,7 @@ func New(ctx context.Context, cfg Config) *Console {
 	c.mux.HandleFunc("GET "+Path+"api/tasks", c.guard(c.list))
 	c.mux.HandleFunc("GET "+Path+"api/tasks/{id}", c.guard(c.detail))
 	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/cancel", c.guard(c.cancel))
+	c.mux.HandleFunc("POST "+Path+"api/tasks/{id}/replay", c.guard(c.replay)) // replay.go
 	c.mux.HandleFunc("GET "+Path+"api/events", c.guard(c.events))
 	c.mux.HandleFunc("GET "+Path+"api/queue", c.guard(c.queue))
 	c.mux.HandleFunc("GET "+Path+"api/schedules", c.guard(c.schedules)) // recurring schedules: schedules.go
@@ -217,6 +218,11 @@ type row struct {
 	CreatedAt     time.Time  `json:"createdAt"`
 	LastUpdatedAt time.Time  `json:"lastUpdatedAt"`
 	Revision      uint64     `json:"revision"`
+	// Dead letters and replay (replay.go): Dead, failed after its last
+	// attempt; ReplayOf and ReplayedBy link a replay and its original.
+	Dead       bool   `json:"dead,omitempty"`
+	ReplayOf   string `json:"replayOf,omitempty"`
+	ReplayedBy string `json:"replayedBy,omitempty"`
 }
 
 func rowOf(t *taskstate.Task) row {
@@ -229,6 +235,7 @@ func rowOf(t *taskstate.Task) row {
 		since := t.Parked.Since
 		r.ParkedSince = &since
 	}
+	r.Dead, r.ReplayOf, r.ReplayedBy = t.Dead(0), t.ReplayOf(), t.ReplayedBy() // replay.go
 	return r
 }
 
@@ -245,6 +252,7 @@ type listAnswer struct {
 func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 	q := r.URL.Query()
 	tool, status := q.Get("tool"), q.Get("status")
+	dead := q.Get("dead") == "true" // dead letters only: replay.go
 	if status != "" && !validShown(status) {
 		writeErr(w, http.StatusBadRequest, "unknown status "+strconv.Quote(status)+": want working, input_required, completed, tool_error, failed or cancelled")
 		return
@@ -266,7 +274,7 @@ func (c *Console) list(w http.ResponseWriter, r *http.Request, who caller) {
 		}
 		s := shown(t)
 		ans.Counts[t.Tool][s]++
-		if (tool == "" || t.Tool == tool) && (status == "" || s == status) {
+		if (tool == "" || t.Tool == tool) && (status == "" || s == status) && (!dead || t.Dead(0)) {
 			match = append(match, t)
 		}
 	})

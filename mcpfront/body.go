@@ -55,7 +55,9 @@ const (
 )
 
 // spanMeta are the _meta entries noted, from slot metaFirst on.
-var spanMeta = []string{metaVersion, metaClientCaps, vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState, metaLogLevel, vocab.MetaIdempotencyKey, vocab.MetaNotBefore}
+var spanMeta = []string{metaVersion, metaClientCaps, vocab.MetaProgressToken, telemetry.MetaTraceParent, telemetry.MetaTraceState, metaLogLevel, vocab.MetaIdempotencyKey,
+	vocab.MetaNotBefore, // scheduled calls: schedule.go
+	vocab.MetaWebhook}   // completion webhooks: webhook.go
 
 // requestSchema is the shape of a request body.
 var requestSchema = jsonscan.NewSchema(&jsonscan.Object{

@@ -265,13 +265,18 @@ func (s *Server) legacyToolsCall(ctx context.Context, w http.ResponseWriter, r *
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	hook, rerr := s.webhookURL(ctx, c.owner, p.Meta) // completion webhooks: webhook.go
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
 	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
 		return
 	}
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20251125, Mode: taskstate.ModeTask, Meta: legacyMeta(c, p.Meta),
-		StatusMessage: s.awaiting(tool), NotBefore: notBefore,
+		StatusMessage: s.awaiting(tool), NotBefore: notBefore, WebhookURL: hook,
 	}
 	keyCall(req, key, "")
 	if asTask {

@@ -307,6 +307,11 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 		writeError(w, c.req.ID, rerr)
 		return
 	}
+	hook, rerr := s.webhookURL(ctx, c.owner, c.meta) // completion webhooks: webhook.go
+	if rerr != nil {
+		writeError(w, c.req.ID, rerr)
+		return
+	}
 	if s.refuseTask(ctx, w, c.req.ID, c.owner) {
 		return
 	}
@@ -327,7 +332,7 @@ func (s *Server) toolsCall(ctx context.Context, w http.ResponseWriter, r *http.R
 	req := &producer.Request{
 		ID: taskstate.NewID(), Tool: p.Name, Arguments: p.Arguments, Owner: c.owner,
 		Era: taskstate.Era20260728, Mode: mode, Meta: jobMeta(c.meta, answers),
-		StatusMessage: s.awaiting(tool), NotBefore: notBefore,
+		StatusMessage: s.awaiting(tool), NotBefore: notBefore, WebhookURL: hook,
 	}
 	keyCall(req, key, p.RequestState)
 	if mode == taskstate.ModeTask {

@@ -39,6 +39,7 @@ import (
 	"github.com/mcpqueue/mcpqueue/taskstate"
 	"github.com/mcpqueue/mcpqueue/telemetry"
 	"github.com/mcpqueue/mcpqueue/vocab"
+	"github.com/mcpqueue/mcpqueue/webhook"
 )
 
 // Config tunes the front end. A nil Config is valid.
@@ -110,6 +111,12 @@ type Config struct {
 	// _meta["io.mcpqueue/not-before"] may schedule it (scheduled calls,
 	// issue #32 item 1; schedule.go). Default 720h (30 days).
 	MaxScheduleAhead time.Duration
+	// Webhooks is where completion webhooks may go (webhook.go; the api's
+	// --webhook-allow). nil: webhooks are off, and a call asking for one
+	// gets -32602. MaxPendingWebhooks caps one owner's pending deliveries
+	// (0: no cap; past it -32029).
+	Webhooks           *webhook.AllowList
+	MaxPendingWebhooks int
 	// MaxListenTasks bounds the task ids one subscriptions/listen request
 	// subscribes to (default 64; more: -32602), and MaxListenStreams the
 	// listen streams one principal (or remote address, unauthenticated) keeps

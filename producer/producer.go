@@ -135,6 +135,11 @@ type Request struct {
 	// not start before then. A time that has passed runs at once. See
 	// schedule.go.
 	NotBefore time.Time
+	// WebhookURL, when set, is where the task's completion webhook goes
+	// (the caller checked it against its allow list): its delivery is
+	// written to the store's outbox (taskstate.Outbox) before the record,
+	// so no crash loses it (webhook.go).
+	WebhookURL string
 }
 
 // ErrStart wraps a failure to start a job; the task has been marked failed.
@@ -265,9 +270,7 @@ func (p *Producer) create(ctx context.Context, r *Request) (*taskstate.Task, err
 	}
 	t.InputDigest = digest
 	scheduled := p.schedule(t, r.NotBefore, now) // schedule.go
-	wctx, wend := tel.StartWrite(ctx, id)
-	err = p.store.Create(wctx, t)
-	wend(err)
+	err = p.writeRecord(ctx, r, t)               // with its webhook delivery: webhook.go
 	if errors.Is(err, taskstate.ErrExists) && r.ID != "" {
 		if ref != nil && digest != "" {
 			p.dropLostArgs(ctx, ref.Key)

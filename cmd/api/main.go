@@ -69,6 +69,7 @@ type config struct {
 	console          consoleFlags
 	lifecycle        lifecycle
 	conns            connFlags
+	webhook          webhookFlags // completion webhooks: webhook.go
 
 	publicURL        string
 	authJWKSURL      string
@@ -107,6 +108,7 @@ func main() {
 	c.console.flags(fs)
 	c.lifecycle.flags(fs)
 	c.conns.flags(fs)
+	c.webhook.flags(fs) // webhook.go
 	e := cli.EnvOf(fs)
 	e.String(&c.listen, "listen", "MCPQ_LISTEN", "127.0.0.1:8080", "HTTP listen address for /mcp, /healthz, /readyz, and /metrics unless --admin serves it")
 	e.String(&c.natsListen, "nats-listen", "MCPQ_NATS_LISTEN", "127.0.0.1:4250", "all-in-one: where the embedded NATS listens for workers")
@@ -331,6 +333,9 @@ func run(ctx context.Context, c *config, log zerolog.Logger) error {
 		TTL: c.taskTTL, Logger: log, Telemetry: tel, AfterRecord: st.fault,
 	})
 	c.startReaper(ctx, prod, tel, &wg)
+	if err := c.webhook.start(ctx, b, reg, &wg, log); err != nil { // webhook.go
+		return err
+	}
 	hosts := c.hosts()
 	front := c.newFront(prod, b, reg, tel, st.authn, hosts, log)
 	var metricsGuard func(http.Handler) http.Handler
@@ -379,6 +384,9 @@ type runSettings struct {
 // settings checks the configuration and derives runSettings from it.
 func (c *config) settings(ctx context.Context, log zerolog.Logger) (*runSettings, error) {
 	if err := c.worker.Check(); err != nil {
+		return nil, err
+	}
+	if err := c.webhook.check(); err != nil { // webhook.go
 		return nil, err
 	}
 	authn, err := c.authenticator(ctx, log)
@@ -520,6 +528,9 @@ func (c *config) newFront(prod *producer.Producer, b *backend.Backend, reg *prom
 		Telemetry:      tel,
 
 		MaxScheduleAhead: c.maxScheduleAhead, // scheduled calls
+
+		// completion webhooks: webhook.go
+		Webhooks: c.webhook.list, MaxPendingWebhooks: c.webhook.maxPending,
 	})
 }
 

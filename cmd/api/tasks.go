@@ -35,9 +35,11 @@ from the api's directory, or pass --data-dir or --nats-nkey.
 
 commands:
   list          records, newest first: --status, --tool, --owner, --older-than,
-                --active, --limit, --json (one record per line)
+                --active, --dead, --limit, --json (one record per line)
   get ID        one record as indented JSON
   cancel ID...  cancel tasks as tasks/cancel does: record, then broadcast
+  replay ID...  run an ended task's call again as a new task of the same
+                owner, linked both ways (io.mcpqueue/replay-of, replayed-by)
   purge         delete terminal records before their TTL: --status, --tool,
                 --owner, --older-than, or --all; --dry-run counts only
 
@@ -67,6 +69,7 @@ type tasksCLI struct {
 	owner     string
 	olderThan time.Duration
 	active    bool
+	dead      bool // list --dead: dead letters only (replay.go)
 	limit     int
 	asJSON    bool
 	all       bool
@@ -117,6 +120,7 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 		case "list":
 			c.filterFlags(fs)
 			fs.BoolVar(&c.active, "active", false, "only tasks not yet ended (working, input_required)")
+			fs.BoolVar(&c.dead, "dead", false, "only dead letters: tasks failed after their last attempt (worker lost on it, retries used up); replay them with api tasks replay")
 			fs.IntVar(&c.limit, "limit", 0, "show at most this many (the newest); 0: all")
 			fs.BoolVar(&c.asJSON, "json", false, "print each record as one line of JSON instead of a table")
 		case "purge":
@@ -125,10 +129,10 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 			fs.BoolVar(&c.dryRun, "dry-run", false, "count what would be purged, delete nothing")
 		case "get":
 			return " ID", nil
-		case "cancel":
+		case "cancel", "replay":
 			return " ID...", nil
 		default:
-			return "", usageError(fmt.Sprintf("unknown command %q (list, get, cancel, purge)", cmd))
+			return "", usageError(fmt.Sprintf("unknown command %q (list, get, cancel, replay, purge)", cmd))
 		}
 		return "", nil
 	})
@@ -150,6 +154,8 @@ func (c *tasksCLI) run(ctx context.Context, args []string) error {
 		return c.get(ctx, b, pos[0])
 	case "cancel":
 		return c.cancel(ctx, b, pos)
+	case "replay":
+		return c.replay(ctx, b, pos) // replay.go
 	default:
 		return c.purge(ctx, b)
 	}
@@ -254,8 +260,10 @@ func (c *tasksCLI) check(cmd string, pos []string) error {
 	switch {
 	case cmd == "get" && len(pos) != 1:
 		return usageError("get takes exactly one task id")
-	case cmd == "cancel" && len(pos) == 0:
-		return usageError("cancel takes one or more task ids")
+	case (cmd == "cancel" || cmd == "replay") && len(pos) == 0:
+		return usageError(cmd + " takes one or more task ids")
+	case c.dead && c.active:
+		return usageError("--dead lists ended tasks, --active those not yet ended: give one")
 	case (cmd == "list" || cmd == "purge") && len(pos) > 0:
 		return usageError(fmt.Sprintf("%s takes no arguments, got %q (filters are flags: --status, --tool, --owner)", cmd, pos[0]))
 	case c.olderThan < 0:
@@ -287,6 +295,7 @@ func (c *tasksCLI) match(t *taskstate.Task, now time.Time) bool {
 	return (len(c.statuses) == 0 || slices.Contains(c.statuses, t.Status)) &&
 		(c.tool == "" || t.Tool == c.tool) &&
 		(c.owner == "" || t.Owner == c.owner) &&
+		(!c.dead || t.Dead(0)) &&
 		(c.olderThan == 0 || now.Sub(t.LastUpdatedAt) > c.olderThan)
 }
 
@@ -370,14 +379,8 @@ func (c *tasksCLI) get(ctx context.Context, b *backend.Backend, id string) error
 // It listens for its own cancel broadcast, so that it returns only once the
 // broadcast has reached the bus that running handlers listen on.
 func (c *tasksCLI) cancel(ctx context.Context, b *backend.Backend, ids []string) error {
-	prod := producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log})
-	failed := false
+	prod, ids, failed := c.producerFor(b, ids)
 	for _, id := range ids {
-		if !taskstate.ValidID(id) {
-			fmt.Fprintf(c.stdout, "%s: not found\n", id)
-			failed = true
-			continue
-		}
 		heard := make(chan struct{}, 1)
 		sub, err := b.Bus.Subscribe(ctx, broker.TopicCancel, id, func(string, []byte) {
 			select {
@@ -412,6 +415,21 @@ func (c *tasksCLI) cancel(ctx context.Context, b *backend.Backend, ids []string)
 		return errReported
 	}
 	return nil
+}
+
+// producerFor is the producer of the commands that act on tasks by id
+// (cancel, replay), and the ids a task could have: each other one is
+// reported "not found" here (failed says there was one).
+func (c *tasksCLI) producerFor(b *backend.Backend, ids []string) (_ *producer.Producer, valid []string, failed bool) {
+	for _, id := range ids {
+		if taskstate.ValidID(id) {
+			valid = append(valid, id)
+			continue
+		}
+		fmt.Fprintf(c.stdout, "%s: not found\n", id)
+		failed = true
+	}
+	return producer.New(b.Store, producer.QueueExecutor{Queue: b.Queue, Bus: b.Bus}, &producer.Config{Logger: c.log}), valid, failed
 }
 
 func (c *tasksCLI) purge(ctx context.Context, b *backend.Backend) error {

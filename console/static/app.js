@@ -132,7 +132,7 @@ function rowElement(r) {
     el("td", {}, clock(r.createdAt)),
     el("td", {}, r.tool),
     el("td", {}, el("code", {}, r.id.slice(0, 10) + "…")),
-    el("td", { class: "status" }, badge(shownStatus(r))),
+    el("td", { class: "status" }, badge(shownStatus(r)), r.dead ? el("span", { class: "dead", title: "failed after its last attempt: replay it from its detail" }, " dead") : ""),
     el("td", {}, r.attempt),
     el("td", {}, r.worker || waiting(r)),
     el("td", { class: "msg", title: r.statusMessage || "" }, el("span", {}, r.statusMessage || "")),
@@ -266,7 +266,7 @@ async function showDetail(id) {
   pane.dataset.id = t.id;
   pane.dataset.status = d.status;
   pane.replaceChildren(el("h3", {}, t.id), dl,
-    isActive(t.status) ? el("button", { class: "cancel", type: "button", "data-id": t.id }, "cancel task") : "",
+    isActive(t.status) ? el("button", { class: "cancel", type: "button", "data-id": t.id }, "cancel task") : replayButton(t),
     el("h2", {}, "timeline"), timelineList(d.timeline),
     el("h2", {}, "record"), el("pre", {}, JSON.stringify(t, null, 2)));
 }
@@ -294,6 +294,27 @@ function timelineList(events) {
     return el("li", { class: cls, "data-what": e.what, title: e.seen ? "seen on the change feed" : "from the record" },
       el("span", { class: "at" }, clock(e.at)), text);
   }));
+}
+
+// replayButton runs an ended task's call again as a new task of its owner
+// (dead letters and replay); a task replayed already names its replay.
+function replayButton(t) {
+  const by = (t.meta || {})["io.mcpqueue/replayed-by"];
+  if (by) return el("p", { class: "replayed" }, "replayed as ", el("code", {}, by));
+  return el("button", { class: "replay", type: "button", "data-id": t.id }, "replay as a new task");
+}
+
+async function replayTask(id, button) {
+  button.disabled = true;
+  button.textContent = "replaying…";
+  try {
+    const ans = await api("tasks/" + encodeURIComponent(id) + "/replay", { method: "POST" });
+    if (ans.task) { apply(ans.task); showDetail(ans.task.id).catch(() => {}); }
+  } catch (e) {
+    if (!(e instanceof AuthError)) alert("replay failed: " + e.message);
+    button.disabled = false;
+    button.textContent = "replay as a new task";
+  }
 }
 
 async function cancelTask(id, button) {
@@ -393,6 +414,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#detail").addEventListener("click", (ev) => {
     const b = ev.target.closest("button.cancel");
     if (b) cancelTask(b.dataset.id, b);
+    const rb = ev.target.closest("button.replay");
+    if (rb) replayTask(rb.dataset.id, rb);
   });
   for (const f of ["#f-tool", "#f-status"]) $(f).addEventListener("change", () => reload().catch(() => {}));
   start();

@@ -38,6 +38,7 @@ type Store struct {
 	blobs    entries
 
 	schedules sync.Map // name → *taskstate.Schedule: schedules.go (issue #32 item 5)
+	outbox    outbox   // completion webhooks' pending deliveries (outbox.go)
 }
 
 var (
@@ -49,6 +50,7 @@ var (
 
 	_ taskstate.ActiveCounter = (*Store)(nil)
 	_ taskstate.Leaser        = (*Store)(nil)
+	_ taskstate.Outbox        = (*Store)(nil) // completion webhooks
 )
 
 // record is one stored task: its encoding (taskstate.Encode), so nothing a

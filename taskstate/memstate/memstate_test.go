@@ -21,7 +21,7 @@ func newStore(t *testing.T) (taskstate.Store, taskstate.Catalog) {
 
 func TestContract(t *testing.T) {
 	t.Parallel()
-	features := statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true}
+	features := statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true, Outbox: true}
 	statetest.Run(t, features, newStore, &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL})
 }
 

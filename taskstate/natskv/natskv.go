@@ -101,6 +101,7 @@ var (
 
 	_ taskstate.ActiveCounter = (*Store)(nil)
 	_ taskstate.Leaser        = (*Store)(nil)
+	_ taskstate.Outbox        = (*Store)(nil) // completion webhooks: outbox.go
 )
 
 // New creates (or updates) the buckets and returns the store. It refuses

@@ -60,7 +60,7 @@ func memoryStore(t *testing.T) (*natskv.Store, jetstream.JetStream, string) {
 func TestContractFileStorage(t *testing.T) {
 	t.Parallel()
 	srv := natstest.Start(t)
-	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL, Twin: twin(srv)})
+	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true, Outbox: true}, newStore(srv, false), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL, Twin: twin(srv)})
 }
 
 // Create publishes the owner-index entry with the record, so List may

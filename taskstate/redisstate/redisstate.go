@@ -68,6 +68,7 @@ var (
 	_ taskstate.Sessions      = (*Store)(nil)
 	_ taskstate.ActiveCounter = (*Store)(nil)
 	_ taskstate.Leaser        = (*Store)(nil)
+	_ taskstate.Outbox        = (*Store)(nil) // completion webhooks: outbox.go
 )
 
 // New returns a store on rdb. It does not talk to Redis until used; the

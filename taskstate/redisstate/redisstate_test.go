@@ -47,7 +47,7 @@ func prefixedStore(tb testing.TB, c redis.UniversalClient) (*redisstate.Store, s
 func TestContract(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
-	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true}, newStore(c), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL, Twin: twin})
+	statetest.Run(t, statetest.Features{Sessions: true, Blobs: true, Feed: true, ActiveCount: true, Lease: true, RateLimit: true, Schedules: true, Outbox: true}, newStore(c), &statetest.Options{ToolRetention: toolTTL, SessionTTL: sessionTTL, Twin: twin})
 }
 
 // Two stores on separate clients, as an api replica and a worker: writes

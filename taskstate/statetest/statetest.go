@@ -92,6 +92,9 @@ type Features struct {
 	// Schedules: the Store implements taskstate.Schedules (recurring
 	// schedules, issue #32 item 5).
 	Schedules bool
+	// Outbox: the Store implements taskstate.Outbox (completion
+	// webhooks' pending deliveries).
+	Outbox bool
 }
 
 // Run runs the whole contract suite as parallel subtests of t: the tests
@@ -132,6 +135,7 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 		{"ScanActiveAndAll", s.scanActiveAndAll},
 		{"ScanStops", s.scanStops},
 		{"DeleteTerminal", s.deleteTerminal},
+		{"MarkReplayed", s.markReplayed}, // dead letters and replay: replay.go
 		{"Features", s.declaredFeatures},
 		{"CatalogRoundTrip", s.catalogRoundTrip},
 		{"CatalogSorted", s.catalogSorted},
@@ -156,6 +160,9 @@ func Run(t *testing.T, f Features, newStore NewStoreFunc, opts *Options) {
 	}
 	if f.Schedules {
 		tests = append(tests, stateTest{"Schedules", s.schedules})
+	}
+	if f.Outbox { // completion webhooks: outbox.go
+		tests = append(tests, stateTest{"Outbox", s.outbox})
 	}
 	if f.Sessions {
 		tests = append(tests,
@@ -211,6 +218,7 @@ func (s *suite) declaredFeatures(t *testing.T, e *env) {
 		{"taskstate.Leaser", s.features.Lease, is[taskstate.Leaser](e.store)},
 		{"taskstate.RateLimiter", s.features.RateLimit, is[taskstate.RateLimiter](e.store)},
 		{"taskstate.Schedules", s.features.Schedules, is[taskstate.Schedules](e.store)},
+		{"taskstate.Outbox", s.features.Outbox, is[taskstate.Outbox](e.store)},
 	} {
 		switch {
 		case a.want && !a.has:

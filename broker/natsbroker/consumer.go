@@ -26,22 +26,26 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 	if err := broker.CheckRoutes(opts); err != nil {
 		return nil, fmt.Errorf("natsbroker: %w", err)
 	}
-	c := &consumer{slots: opts.Slots, wake: make(chan struct{}), signal: make(chan struct{}, 1), nc: q.js.Conn(), names: q.cfg.names()}
+	pl, err := newPuller(q.js)
+	if err != nil {
+		return nil, fmt.Errorf("natsbroker: pull subscription: %w", err)
+	}
+	c := &consumer{slots: opts.Slots, wake: make(chan struct{}), signal: make(chan struct{}, 1), nc: q.js.Conn(), names: q.cfg.names(), p: pl}
 	for _, r := range opts.Tools {
 		lease, maxDeliver := opts.Settings(r) // -1 is JetStream's no bound too
-		rt := &route{tool: r.Tool, lease: lease, max: maxDeliver, limit: r.MaxConcurrency}
-		var cons jetstream.Consumer
-		err := jsdurable.Retry(ctx, func(ctx context.Context) (err error) {
-			cons, err = q.ensureConsumer(ctx, rt)
+		rt := &route{tool: r.Tool, durable: ConsumerName(r.Tool), lease: lease, max: maxDeliver, limit: r.MaxConcurrency}
+		err := jsdurable.Retry(ctx, func(ctx context.Context) error {
+			_, err := q.ensureConsumer(ctx, rt)
 			return err
 		})
 		if err != nil {
+			pl.close()
 			return nil, err
 		}
-		rt.c = cons
 		c.routes = append(c.routes, rt)
 	}
 	context.AfterFunc(ctx, func() {
+		c.p.close()
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.ended = true
@@ -54,7 +58,7 @@ func (q *Queue) Consumer(ctx context.Context, opts broker.ConsumerOptions) (brok
 
 func (q *Queue) ensureConsumer(ctx context.Context, rt *route) (jetstream.Consumer, error) {
 	cfg := jetstream.ConsumerConfig{
-		Durable:       ConsumerName(rt.tool),
+		Durable:       rt.durable,
 		Description:   "mcpqueue jobs of tool " + rt.tool,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       rt.lease,
@@ -93,7 +97,7 @@ func overlaps(err error) bool {
 
 // pullWait bounds one pull request; Next issues the next one, possibly on
 // another tool, when it expires empty. It also bounds how long a pull
-// abandoned by a cancelled Next stays open on the server (see release).
+// abandoned by a cancelled Next stays open on the server (see puller).
 const pullWait = time.Second
 
 // sweepEvery is how often the sweeper checks the tools no open pull covers
@@ -114,6 +118,7 @@ type consumer struct {
 	rr       int           // round-robin cursor for ties
 	signal   chan struct{} // cap 1: an idle tool got a job (see route.listen)
 	nc       *nats.Conn
+	p        *puller // the pull subscription of every route
 	names    Names
 	ended    bool          // the ctx of Consumer ended: no more signals
 	sweeping bool          // a Next checks the tools no pull covers
@@ -124,11 +129,11 @@ type consumer struct {
 // route is one tool's consumer and what this process holds of it. The
 // counters are guarded by consumer.mu.
 type route struct {
-	tool  string
-	c     jetstream.Consumer
-	lease time.Duration
-	max   int
-	limit int // MaxConcurrency; 0: none
+	tool    string
+	durable string // its consumer's name, where its pulls go (see puller)
+	lease   time.Duration
+	max     int
+	limit   int // MaxConcurrency; 0: none
 
 	pulls   int       // open pull requests, each of which may deliver one job
 	held    int       // deliveries handed out and not settled (nor lapsed)
@@ -254,7 +259,7 @@ func (c *consumer) opened(r *route) bool {
 }
 
 // done closes a pull on r; got is the job it delivered (nil: none).
-func (c *consumer) done(r *route, got jetstream.Msg) (*delivery, error) {
+func (c *consumer) done(r *route, got *nats.Msg) (*delivery, error) {
 	var d *delivery
 	var derr error
 	if got != nil {
@@ -376,60 +381,55 @@ func (c *consumer) Next(ctx context.Context) (broker.Delivery, error) {
 // pull fetches one job of r, waiting up to wait (0: not at all). It closes
 // the pull it counted. A nil delivery and nil error: nothing came.
 func (c *consumer) pull(ctx context.Context, r *route, wait time.Duration) (broker.Delivery, error) {
-	var batch jetstream.MessageBatch
-	var err error
-	if wait <= 0 {
-		batch, err = r.c.FetchNoWait(1)
-	} else {
-		// Not FetchContext: on cancel it drops a message already on its
-		// way to us, which then sits out a whole lease. We watch ctx
-		// ourselves and hand such a message back (release).
-		batch, err = r.c.Fetch(1, jetstream.FetchMaxWait(wait))
-	}
+	n, ch, err := c.p.request(c.names.Stream, r.durable, wait)
 	if err != nil {
 		_, _ = c.done(r, nil)
-		if errors.Is(err, nats.ErrConnectionClosed) {
+		if errors.Is(err, nats.ErrConnectionClosed) || errors.Is(err, errPullerClosed) {
 			return nil, broker.ErrClosed
 		}
 		return nil, backoff(ctx)
 	}
+	t := time.NewTimer(wait + pullGrace)
+	defer t.Stop()
+	var msg *nats.Msg
 	select {
-	case msg, ok := <-batch.Messages():
+	case m, ok := <-ch:
 		if !ok {
 			_, _ = c.done(r, nil)
-			switch err := batch.Error(); {
-			case err == nil, errors.Is(err, nats.ErrTimeout), errors.Is(err, jetstream.ErrNoMessages):
-				return nil, nil // the pull expired empty
-			case errors.Is(err, nats.ErrConnectionClosed):
-				return nil, broker.ErrClosed
-			default:
-				// Transient (reconnecting, leader election).
-				return nil, backoff(ctx)
-			}
+			return nil, broker.ErrClosed
 		}
-		d, derr := c.done(r, msg)
-		if derr != nil {
-			// A message we cannot read will never run: drop it for good.
-			_ = msg.TermWithReason(derr.Error())
+		if !isJob(m) {
+			_, _ = c.done(r, nil)
+			if err := pullStatus(m); err != nil {
+				return nil, backoff(ctx) // transient (leader election, reconnecting)
+			}
+			return nil, nil // the pull expired empty
+		}
+		msg = m
+	case <-t.C:
+		// No answer (lost in a reconnect): the pull counts as expired,
+		// unless its job came just now.
+		if msg = c.p.forget(n, ch); msg == nil {
+			_, _ = c.done(r, nil)
+			if c.nc.IsClosed() {
+				return nil, broker.ErrClosed
+			}
 			return nil, nil
 		}
-		return d, nil
 	case <-ctx.Done():
 		_, _ = c.done(r, nil)
-		go release(batch)
+		if m := c.p.forget(n, ch); m != nil {
+			_ = m.Nak() // handed back, not left to sit out a lease
+		}
 		return nil, ctx.Err()
 	}
-}
-
-// release hands back to the queue whatever still arrives for a pull request
-// that its Next gave up on. The server keeps the request open until it
-// expires or notices the client's interest is gone, and a job sent to it in
-// that window would otherwise stay invisible for a whole lease. The Nak
-// counts as a delivery: the job's next Delivered is one higher.
-func release(batch jetstream.MessageBatch) {
-	for msg := range batch.Messages() {
-		_ = msg.Nak()
+	d, derr := c.done(r, msg)
+	if derr != nil {
+		// A message we cannot read will never run: drop it for good.
+		_ = term(c.nc, msg, derr.Error())
+		return nil, nil
 	}
+	return d, nil
 }
 
 func backoff(ctx context.Context) error {

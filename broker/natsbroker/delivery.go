@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mcpqueue/mcpqueue/broker"
 )
@@ -15,7 +15,7 @@ import (
 // given back when the worker settles it, or when its lease lapses without
 // an Extend (the broker then hands the job to another worker).
 type delivery struct {
-	msg     jetstream.Msg
+	msg     *nats.Msg
 	job     broker.Job
 	attempt int
 	pending uint64
@@ -26,9 +26,9 @@ type delivery struct {
 	lapse *time.Timer
 }
 
-func newDelivery(msg jetstream.Msg, c *consumer, r *route) (*delivery, error) {
+func newDelivery(msg *nats.Msg, c *consumer, r *route) (*delivery, error) {
 	d := &delivery{msg: msg, c: c, r: r}
-	if err := decodeJob(msg.Data(), &d.job); err != nil {
+	if err := decodeJob(msg.Data, &d.job); err != nil {
 		return nil, err
 	}
 	md, err := msg.Metadata()
@@ -77,10 +77,16 @@ func (d *delivery) RedeliversAfterLease() {}
 
 func (d *delivery) Term(_ context.Context, reason string) error {
 	defer d.release()
-	return d.msg.TermWithReason(reason)
+	return term(d.c.nc, d.msg, reason)
 }
 
 func (d *delivery) Extend(context.Context) error {
 	d.lapse.Reset(d.r.lease)
 	return d.msg.InProgress()
+}
+
+// term tells JetStream never to deliver msg again, giving reason (what
+// jetstream.Msg.TermWithReason sends).
+func term(nc *nats.Conn, msg *nats.Msg, reason string) error {
+	return nc.Publish(msg.Reply, []byte("+TERM "+reason))
 }

@@ -72,6 +72,9 @@ func (s *session) call(ctx context.Context, c caller, method string, params map[
 	}
 	select {
 	case m := <-ch:
+		if _, asTask := params[taskAugmented]; asTask && m.Err() == nil { // legacytask.go
+			return s.followTask(ctx, a, m.Result)
+		}
 		a.flush()
 		return outcome(m)
 	case <-s.done:
@@ -181,8 +184,13 @@ func (a *activeCall) progress(params json.RawMessage) {
 			msg += "/" + strconv.FormatFloat(p.Total, 'f', -1, 64)
 		}
 	}
+	a.note(&progressUpdate{progress: p.Progress, total: p.Total, message: msg})
+}
+
+// note keeps u as the newest progress to report.
+func (a *activeCall) note(u *progressUpdate) {
 	a.mu.Lock()
-	a.latest = &progressUpdate{progress: p.Progress, total: p.Total, message: msg}
+	a.latest = u
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:

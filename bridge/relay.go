@@ -179,7 +179,7 @@ func (r *Relay) refresh(ctx context.Context, s *session) error {
 	sub := consumer.NewMux()
 	var names []string
 	for _, t := range tools {
-		if err := r.addTool(sub, t, s.upstreamTasks()); err != nil {
+		if err := r.addTool(sub, t, s.upstreamTasks() || s.legacyTasks()); err != nil {
 			if !r.skipped[t.Name] {
 				r.skipped[t.Name] = true
 				s.logger().Warn().Str("tool", t.Name).Str("reason", err.Error()).Msg("tool not relayed")
@@ -236,7 +236,8 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 
 // addTool registers one of the server's tools in sub.
 // upstreamTasks says the server runs calls as tasks the bridge follows
-// (the task gateway: 2026-07-28 with the tasks extension, modern.go).
+// (the task gateway: 2026-07-28 with the tasks extension, modern.go; or
+// 2025-11-25 tasks, legacytask.go).
 func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (err error) {
 	if t.TaskSupport() == mcpwire.TaskRequired && !upstreamTasks {
 		return errors.New("it requires task-augmented execution, which the bridge does not speak to servers")
@@ -254,6 +255,8 @@ func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (
 		out = nil
 	}
 	name := t.Name
+	timeout := cmp.Or(r.opts.ToolTimeouts[t.Name], r.opts.Timeout)
+	asTask := upstreamTasks && (t.TaskSupport() == mcpwire.TaskOptional || t.TaskSupport() == mcpwire.TaskRequired)
 	defer func() {
 		if p := recover(); p != nil { // a name or schema consumer refuses
 			err = fmt.Errorf("%v", p)
@@ -262,13 +265,17 @@ func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (
 	consumer.HandleRaw(sub, consumer.Tool{
 		Name: r.opts.Prefix + t.Name, Title: t.Title, Description: t.Description,
 		InputSchema: in, OutputSchema: out, Annotations: annotations,
-		TaskSupport: consumer.TaskOptional, Timeout: cmp.Or(r.opts.ToolTimeouts[t.Name], r.opts.Timeout), MaxConcurrency: r.opts.Sessions,
+		TaskSupport: consumer.TaskOptional, Timeout: timeout, MaxConcurrency: r.opts.Sessions,
 	}, func(ctx context.Context, c *consumer.Call[json.RawMessage]) (json.RawMessage, error) {
 		args := c.Args
 		if len(args) == 0 || string(args) == "null" {
 			args = json.RawMessage(`{}`)
 		}
-		return r.run(ctx, c, "tools/call", map[string]any{"name": name, "arguments": args})
+		params := map[string]any{"name": name, "arguments": args}
+		if asTask { // legacytask.go; a 2026-07-28 server decides itself (modern.go)
+			params[taskAugmented] = map[string]any{"ttl": cmp.Or(timeout, time.Hour).Milliseconds()}
+		}
+		return r.run(ctx, c, "tools/call", params)
 	})
 	return nil
 }
@@ -315,6 +322,9 @@ func (r *Relay) run(ctx context.Context, c caller, method string, params map[str
 		// The server cannot be started now: like a crash, worth another
 		// attempt later (the pool's backoff spaces the starts).
 		return nil, consumer.Retryable(err)
+	}
+	if !s.legacyTasks() {
+		delete(params, taskAugmented) // only a 2025-11-25 server with tasks takes it
 	}
 	token := fmt.Sprintf("mcpq-%s-%d", c.TaskID(), r.calls.Add(1))
 	res, err := s.call(ctx, c, method, params, token)

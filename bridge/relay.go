@@ -240,7 +240,7 @@ func list[T any](ctx context.Context, s *session, method, field string, has bool
 // 2025-11-25 tasks, legacytask.go).
 func (r *Relay) addTool(sub *consumer.Mux, t mcpwire.Tool, upstreamTasks bool) (err error) {
 	if t.TaskSupport() == mcpwire.TaskRequired && !upstreamTasks {
-		return errors.New("it requires task-augmented execution, which the bridge does not speak to servers")
+		return errors.New("it requires task-augmented execution, and the server declares no tasks the bridge can follow")
 	}
 	var annotations map[string]any
 	if len(t.Annotations) > 0 && json.Unmarshal(t.Annotations, &annotations) != nil {

@@ -83,19 +83,13 @@ func TestBridgeGatewayEverythingOverHTTP(t *testing.T) {
 // the "progress …" status messages seen on the way.
 func progressUntilDone(t *testing.T, c *harness.Client, id string) (*harness.Task, map[string]bool) {
 	t.Helper()
+	last, all := statusUntilDone(t, c, id)
 	seen := map[string]bool{}
-	var last *harness.Task
-	harness.Eventually(t, 60*time.Second, func() (bool, string) {
-		tk, err := c.GetTask(context.Background(), id)
-		if err != nil {
-			return false, err.Error()
+	for m := range all {
+		if strings.HasPrefix(m, "progress ") {
+			seen[m] = true
 		}
-		last = tk
-		if strings.HasPrefix(tk.StatusMessage, "progress ") {
-			seen[tk.StatusMessage] = true
-		}
-		return tk.Status != "working" && tk.Status != "input_required", "still " + tk.Status
-	})
+	}
 	return last, seen
 }
 

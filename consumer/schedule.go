@@ -3,7 +3,6 @@ package consumer
 import (
 	"time"
 
-	"github.com/mcpqueue/mcpqueue/broker"
 	"github.com/mcpqueue/mcpqueue/taskstate"
 )
 
@@ -28,10 +27,6 @@ func (w *Worker) early(r *delivery) bool {
 		return false
 	}
 	r.log.Debug().Time("not_before", at).Dur("defer", wait).Msg("scheduled job came before its time; deferring it")
-	if df, ok := r.d.(broker.Deferrer); ok {
-		_ = df.Defer(r.io, wait)
-	} else {
-		_ = r.d.Retry(r.io, wait)
-	}
+	deferJob(r.io, r.d, wait)
 	return true
 }

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -32,7 +33,7 @@ func TestComposeUp(t *testing.T) {
 	for _, profile := range []string{"nats", "asynq"} { // one after the other: they share lb and prometheus
 		t.Run(profile, func(t *testing.T) {
 			e := &engine{t: t, env: e.env}
-			ports := map[string]int{"MCPQ_LB_PORT": harness.FreePort(t), "MCPQ_PROMETHEUS_PORT": harness.FreePort(t), "MCPQ_ASYNQMON_PORT": harness.FreePort(t)}
+			ports := map[string]int{"MCPQ_LB_PORT": harness.FreePort(t), "MCPQ_LB_STATS_PORT": harness.FreePort(t), "MCPQ_PROMETHEUS_PORT": harness.FreePort(t), "MCPQ_ASYNQMON_PORT": harness.FreePort(t)}
 			env := []string{"MCPQ_STATE_KEY=" + randomHex(t, 32)}
 			for k, v := range ports {
 				env = append(env, fmt.Sprintf("%s=%d", k, v))
@@ -80,6 +81,10 @@ func TestComposeUp(t *testing.T) {
 				}
 				return false, fmt.Sprintf("tools/list through the load balancer: %d tools, no render_report (%v)", len(list.Tools), err)
 			})
+			// ... and once HAProxy has both replicas in: it counts a server up
+			// until its first check fails, so a replica that answered a call
+			// while starting can still drop out for a few seconds after it.
+			lbServesBoth(t, ports["MCPQ_LB_STATS_PORT"])
 			id := c.StartTask(t, "render_report", map[string]any{"title": "compose " + profile, "pages": 2})
 			task := c.WaitStatus(t, id, time.Minute, "completed", "failed", "cancelled")
 			if task.Status != "completed" || !strings.Contains(string(task.Result), "2 pages rendered") {
@@ -97,6 +102,39 @@ func TestComposeUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lbServesBoth waits until HAProxy's stats (deploy/haproxy.cfg, /stats;csv)
+// show both api replicas UP with their last health check passed (L7OK).
+func lbServesBoth(t *testing.T, port int) {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/stats;csv", port)
+	harness.Eventually(t, time.Minute, func() (bool, string) {
+		code, body := harness.Get(url)
+		if code != http.StatusOK {
+			return false, fmt.Sprintf("GET %s: %d %.300q", url, code, body)
+		}
+		rows, err := csv.NewReader(strings.NewReader(strings.TrimPrefix(body, "# "))).ReadAll()
+		if err != nil || len(rows) == 0 {
+			return false, fmt.Sprintf("GET %s: not CSV (%v): %.300q", url, err, body)
+		}
+		col := map[string]int{}
+		for i, name := range rows[0] {
+			col[name] = i
+		}
+		var seen []string
+		up := 0
+		for _, r := range rows[1:] {
+			if len(r) != len(rows[0]) || r[col["pxname"]] != "api" || !strings.HasPrefix(r[col["svname"]], "api-") {
+				continue
+			}
+			seen = append(seen, r[col["svname"]]+": "+r[col["status"]]+" "+r[col["check_status"]])
+			if r[col["status"]] == "UP" && r[col["check_status"]] == "L7OK" {
+				up++
+			}
+		}
+		return up == 2, fmt.Sprintf("HAProxy's api servers %q, want api-1 and api-2 UP L7OK", seen)
+	})
 }
 
 // prometheusScrapesAll waits until Prometheus reports every target of

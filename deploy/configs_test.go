@@ -111,8 +111,12 @@ func TestHAProxyUpstreams(t *testing.T) {
 			t.Errorf("profile %s: haproxy.cfg sends to %v, want the api replicas %v", name, got, l.apis)
 		}
 		lb := p.Services["lb"]
-		if len(lb.Ports) != 1 || int(lb.Ports[0].Target) != cfg.bindPort {
-			t.Errorf("lb publishes %v; haproxy.cfg binds %d", lb.Ports, cfg.bindPort)
+		var published []int
+		for _, port := range lb.Ports {
+			published = append(published, int(port.Target))
+		}
+		if want := []int{cfg.bindPort, cfg.statsPort}; !slices.Equal(published, want) {
+			t.Errorf("lb publishes %v; haproxy.cfg binds %d (frontend mcp) and %d (frontend stats)", lb.Ports, cfg.bindPort, cfg.statsPort)
 		}
 		if hc := lb.HealthCheck.Test; !strings.HasSuffix(hc[len(hc)-1], fmt.Sprintf(":%d%s", cfg.bindPort, cfg.monitorURI)) {
 			t.Errorf("lb health check %v does not probe haproxy's monitor-uri %s on %d", hc, cfg.monitorURI, cfg.bindPort)
@@ -125,7 +129,8 @@ func TestHAProxyUpstreams(t *testing.T) {
 
 type haproxyCfg struct {
 	servers           []string // host:port of the default backend's servers
-	bindPort          int
+	bindPort          int      // frontend mcp
+	statsPort         int      // frontend stats (HAProxy's view of the replicas)
 	monitorURI, check string
 }
 
@@ -162,6 +167,11 @@ func readHAProxy(t *testing.T) haproxyCfg {
 			c.monitorURI = f[1]
 		case "default_backend":
 			backend = f[1]
+		}
+	}
+	for _, f := range sections["frontend stats"] {
+		if f[0] == "bind" {
+			_, c.statsPort = splitHostPort(t, f[1])
 		}
 	}
 	for _, f := range sections["backend "+backend] {
